@@ -1,0 +1,137 @@
+// The accelerator table: one implementation per device kind (host, CUDA, OpenCL).
+//
+// Protocol and core code never name a vendor API; they capture a buffer through its
+// kind's Accel, then move byte ranges of it with the DeviceBuffer the Accel returns.
+// Open MPI's opal/mca/accelerator is the model: a table of the few operations a
+// transport needs, with a component per vendor.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace mpiacc {
+
+enum class BufKind : int { HOST = 1, CUDA = 2, OPENCL = 3 };
+const char *buf_kind_name(BufKind k);
+
+class PinnedPool;
+
+// What the call said about its buffer, captured from the datatype's attributes (or
+// found by pointer query) when the call was made. Plain values: no ownership.
+struct BufferAttrs {
+    BufKind kind = BufKind::HOST;
+    bool kind_given = false;   // MPIX_ACC_BUF_TYPE was set (vs. detected)
+    void *stream = nullptr;    // cudaStream_t
+    void *queue = nullptr;     // cl_command_queue
+    void *event = nullptr;     // cudaEvent_t or cl_event
+    void *context = nullptr;   // cl_context
+    void *device = nullptr;    // cl_device_id, or CUDA ordinal carried in the pointer value
+    bool device_given = false;
+    std::size_t offset = 0;    // MPIX_ACC_OFFSET: bytes into a cl_mem
+};
+
+// What the sender's envelope carries for an IPC pull (DESIGN.md 2.2). Fixed layout: it is
+// copied into the envelope byte for byte.
+struct IpcExport {
+    std::uint8_t mem_handle[64];    // cudaIpcMemHandle_t of the allocation
+    std::uint8_t event_handle[64];  // cudaIpcEventHandle_t marking the data ready
+    std::uint64_t offset;           // region start within the allocation
+    std::uint64_t buffer_id;        // allocation identity: a reused address gets a new id
+    std::int32_t device_ordinal;    // sender's device (informational)
+    std::uint32_t has_event;        // 1 when event_handle is valid (a dependency existed)
+};
+static_assert(sizeof(IpcExport) == 152, "IpcExport is part of the wire format");
+
+// A completion of asynchronous device work: a copy, or a captured dependency.
+class Completion {
+public:
+    virtual ~Completion() = default;
+    // Nonblocking: true once the work is done. Errors are reported by `error()`.
+    virtual bool test() = 0;
+    // MPI_SUCCESS, or an MPI error class once the work failed.
+    virtual int error() const { return MPI_SUCCESS; }
+};
+
+// A device buffer captured at call time. It owns whatever it retained (queues, events,
+// contexts) and the dependency marker taken at capture, so the user may change or free
+// the datatype, the stream's later work, or the event afterwards.
+class DeviceBuffer {
+public:
+    virtual ~DeviceBuffer() = default;
+    virtual BufKind kind() const = 0;
+    // Bytes addressable from the start of the described region (bounds for copies).
+    virtual std::size_t capacity() const = 0;
+    // Enqueue a copy of [offset, offset+len) into host memory `dst`, ordered after the
+    // captured dependency. `dst` may be pinned staging memory from staging_pool().
+    // Never blocks on the device. On failure returns an MPI error class and sets *why.
+    virtual int copy_to_host(std::size_t offset, void *dst, std::size_t len,
+                             std::unique_ptr<Completion> *done, std::string *why) = 0;
+    // Enqueue a copy of host memory `src` into [offset, offset+len) of this buffer.
+    virtual int copy_from_host(std::size_t offset, const void *src, std::size_t len,
+                               std::unique_ptr<Completion> *done, std::string *why) = 0;
+    // The pinned pool to stage this buffer's chunks through (per device / context).
+    virtual PinnedPool *staging_pool() = 0;
+    // A completion that fires when the captured dependency is satisfied (may be null
+    // when there is none).
+    virtual std::unique_ptr<Completion> dependency() { return nullptr; }
+    // Enqueue a device-to-device copy of [offset, offset+len) into [dst_offset, ...) of
+    // `dst`, a buffer of the same kind (used by the IPC pull). Kinds without it refuse.
+    virtual int copy_to_device(std::size_t /*offset*/, DeviceBuffer & /*dst*/, std::size_t /*dst_offset*/,
+                               std::size_t /*len*/, std::unique_ptr<Completion> * /*done*/,
+                               std::string *why) {
+        *why = "device-to-device copies are not available for this buffer kind";
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    // Same-node pull (CUDA IPC): describe this buffer for a peer process. False when
+    // the buffer cannot be exported (not IPC-capable memory, or the kind has no IPC).
+    virtual bool ipc_export(IpcExport * /*out*/) { return false; }
+};
+
+
+
+// One device kind's table.
+class Accel {
+public:
+    virtual ~Accel() = default;
+    virtual BufKind kind() const = 0;
+    virtual const char *name() const = 0;
+    // Compiled in and a device usable at run time. Must be safe without a driver.
+    virtual bool available() = 0;
+    // Validate `attrs` for a buffer `addr` holding `bytes` bytes starting at its first
+    // byte (true lower bound applied by the caller), and capture it. Returns
+    // MPI_SUCCESS, or an MPI error class with *why naming the argument.
+    virtual int capture(void *addr, std::size_t bytes, const BufferAttrs &attrs,
+                        std::unique_ptr<DeviceBuffer> *out, std::string *why) = 0;
+    // Pointer autodetection (CUDA-aware convention). True when `addr` is device memory
+    // of this kind; fills *device_ordinal. Kinds that cannot detect return false.
+    virtual bool owns_pointer(const void * /*addr*/, int * /*device_ordinal*/) { return false; }
+    // Receiver side of the IPC pull: map a peer's exported region of `bytes` bytes
+    // (mappings cached per allocation and buffer id) and return it as a source whose
+    // dependency() is the peer's ready event. Kinds without IPC refuse.
+    virtual int ipc_import(const IpcExport & /*peer*/, std::size_t /*bytes*/,
+                           std::unique_ptr<DeviceBuffer> * /*out*/, std::string *why) {
+        *why = "IPC is not available for this buffer kind";
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    // Release every cached object (MPI_Finalize).
+    virtual void shutdown() {}
+    // Counters for tests and mpiacc_info: name=value lines.
+    virtual std::string counters() const { return ""; }
+};
+
+// The registry of compiled-in kinds. Returns null for a kind not built in.
+Accel *accel_for(BufKind kind);
+// Whether the kind was compiled in (configure --enable-X).
+bool accel_built(BufKind kind);
+// Releases every component's cached objects (MPI_Finalize).
+void shutdown_accels();
+
+// Factories, one per component; each returns null when not built.
+std::unique_ptr<Accel> make_opencl_accel();
+std::unique_ptr<Accel> make_cuda_accel();
+
+}  // namespace mpiacc

@@ -1,0 +1,75 @@
+#include <memory>
+
+#include "accel/accel.h"
+#include "config.h"
+
+namespace mpiacc {
+
+const char *buf_kind_name(BufKind k) {
+    switch (k) {
+        case BufKind::HOST: return "MPIX_ACC_BUF_HOST";
+        case BufKind::CUDA: return "MPIX_ACC_BUF_CUDA";
+        case BufKind::OPENCL: return "MPIX_ACC_BUF_OPENCL";
+    }
+    return "unknown";
+}
+
+bool accel_built(BufKind kind) {
+    switch (kind) {
+        case BufKind::HOST: return true;
+#ifdef MPIACC_HAVE_CUDA
+        case BufKind::CUDA: return true;
+#endif
+#ifdef MPIACC_HAVE_OPENCL
+        case BufKind::OPENCL: return true;
+#endif
+        default: return false;
+    }
+}
+
+namespace {
+// Components are made on first use and live for the process: the CUDA and OpenCL
+// runtimes must not be touched by programs that never pass device memory.
+struct Registry {
+    std::unique_ptr<Accel> cuda, opencl;
+    bool cuda_made = false, opencl_made = false;
+};
+Registry &registry() {
+    static Registry r;
+    return r;
+}
+}  // namespace
+
+Accel *accel_for(BufKind kind) {
+    Registry &r = registry();
+    switch (kind) {
+        case BufKind::CUDA:
+            if (!r.cuda_made) {
+                r.cuda = make_cuda_accel();
+                r.cuda_made = true;
+            }
+            return r.cuda.get();
+        case BufKind::OPENCL:
+            if (!r.opencl_made) {
+                r.opencl = make_opencl_accel();
+                r.opencl_made = true;
+            }
+            return r.opencl.get();
+        default: return nullptr;
+    }
+}
+
+void shutdown_accels() {
+    Registry &r = registry();
+    if (r.cuda) r.cuda->shutdown();
+    if (r.opencl) r.opencl->shutdown();
+}
+
+#ifndef MPIACC_HAVE_CUDA
+std::unique_ptr<Accel> make_cuda_accel() { return nullptr; }
+#endif
+#ifndef MPIACC_HAVE_OPENCL
+std::unique_ptr<Accel> make_opencl_accel() { return nullptr; }
+#endif
+
+}  // namespace mpiacc

@@ -1,0 +1,45 @@
+// Shared pieces of the MPI_* entry points. Bindings are thin: argument checks, the host
+// fast path, and a hand-off to the protocol.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+#include "core/buffer_desc.h"
+#include "core/context.h"
+#include "core/error.h"
+#include "core/progress.h"
+#include "datatype/layout.h"
+#include "protocol/envelope.h"
+#include "protocol/transfer.h"
+
+namespace mpiacc {
+
+// Host data this size goes as the plain payload (DESIGN 2.2): not the envelope's length,
+// and under the host rendezvous threshold.
+inline bool host_payload_size(long long bytes) {
+    const std::size_t threshold = context().knobs.host_rndv_threshold;
+    return bytes >= 0 && static_cast<std::size_t>(bytes) != kEnvelopeBytes &&
+           (threshold == 0 || static_cast<std::size_t>(bytes) < threshold);
+}
+
+// Drives `op` (not in any table) to completion from a blocking call.
+int run_to_completion(Op *op);
+
+// Waits for an MPICH request while keeping MPI-ACC transfers moving.
+int wait_mpich_request(MPI_Request *req, MPI_Status *status);
+
+// The common send path for every mode, blocking (request == nullptr) or not.
+int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                SendMode mode, const char *call, MPI_Request *request);
+int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                const char *call, MPI_Status *status, MPI_Request *request);
+
+// Receives a message that probe already matched (stashed envelope), into (buf,count,type).
+int recv_stashed(void *buf, int count, MPI_Datatype type, std::unique_ptr<StashedEnvelope> stashed,
+                 const char *call, MPI_Status *status, MPI_Request *request);
+// The first stashed envelope matching (source, tag, comm), removed from the stash.
+std::unique_ptr<StashedEnvelope> take_stashed(int source, int tag, MPI_Comm comm);
+
+}  // namespace mpiacc

@@ -1,0 +1,40 @@
+// MPI_Init*/MPI_Finalize: MPICH first, then MPI-ACC's context (keyvals, the private
+// communicator, the control channel).
+#include "binding/binding.h"
+
+using namespace mpiacc;
+
+extern "C" {
+
+int MPI_Init(int *argc, char ***argv) {
+    const Knobs &k = context().knobs;
+    int provided = MPI_THREAD_SINGLE;
+    int rc;
+    if (k.async_progress) {
+        // The progress thread calls MPI concurrently with the application.
+        rc = PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    } else {
+        rc = PMPI_Init(argc, argv);
+        PMPI_Query_thread(&provided);
+    }
+    if (rc != MPI_SUCCESS) return rc;
+    return initialize_context(provided);
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+    const Knobs &k = context().knobs;
+    int asked = k.async_progress ? MPI_THREAD_MULTIPLE : required;
+    int got = MPI_THREAD_SINGLE;
+    int rc = PMPI_Init_thread(argc, argv, asked, &got);
+    if (rc != MPI_SUCCESS) return rc;
+    // The application is told what it asked for, capped by what MPICH gave.
+    *provided = got < required ? got : required;
+    return initialize_context(got);
+}
+
+int MPI_Finalize(void) {
+    finalize_context();
+    return PMPI_Finalize();
+}
+
+}  // extern "C"

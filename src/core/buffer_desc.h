@@ -1,0 +1,35 @@
+// Attribute capture: what a call's buffer is, decided from its datatype's MPI-ACC
+// attributes (or by pointer query) when the call is made (DESIGN.md 1, BRIEF A1-A4).
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+#include "accel/accel.h"
+#include "core/context.h"
+
+namespace mpiacc {
+
+// Reads and validates the MPI-ACC attributes of `type` into *attrs. Returns MPI_SUCCESS or
+// an MPI error class, with *why naming the attribute and the problem.
+int read_buffer_attrs(MPI_Datatype type, BufferAttrs *attrs, std::string *why);
+
+// Decides the kind of `buf`: attributes first, then CUDA pointer autodetection. A kind that
+// is not built or has no usable device gives MPI_ERR_UNSUPPORTED_OPERATION.
+int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std::string *why);
+
+// The common case, inlined into every binding: no type carries attributes and
+// autodetection is off, so the buffer is host memory and nothing else is looked at.
+inline bool buffer_is_plain_host(const Context &ctx) {
+    return ctx.tagged_type_count.load(std::memory_order_relaxed) == 0 && !ctx.cuda_autodetect_active;
+}
+
+// Keyval callbacks: they keep Context::tagged_types exact as types are duplicated,
+// re-tagged and freed.
+int attr_copy_callback(MPI_Datatype oldtype, int keyval, void *extra, void *in, void *out, int *flag);
+int attr_delete_callback(MPI_Datatype type, int keyval, void *value, void *extra);
+void note_attr_set(MPI_Datatype type);
+void note_type_duplicated(MPI_Datatype newtype);
+
+}  // namespace mpiacc

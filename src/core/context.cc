@@ -1,0 +1,140 @@
+#include "core/context.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "accel/accel.h"
+#include "core/buffer_desc.h"
+#include "core/progress.h"
+#include "mpiacc.h"
+#include "protocol/envelope.h"
+#include "protocol/transfer.h"
+
+// The public keyvals (DESIGN.md 1): valid after MPI_Init.
+extern "C" {
+int MPIX_ACC_BUF_TYPE = MPI_KEYVAL_INVALID;
+int MPIX_ACC_STREAM = MPI_KEYVAL_INVALID;
+int MPIX_ACC_COMMAND_QUEUE = MPI_KEYVAL_INVALID;
+int MPIX_ACC_EVENT = MPI_KEYVAL_INVALID;
+int MPIX_ACC_CONTEXT = MPI_KEYVAL_INVALID;
+int MPIX_ACC_DEVICE = MPI_KEYVAL_INVALID;
+int MPIX_ACC_OFFSET = MPI_KEYVAL_INVALID;
+}
+
+namespace mpiacc {
+
+namespace {
+
+Context *make_context() {
+    auto *ctx = new Context();  // lives for the process: atexit order must not matter
+    ctx->knobs = Knobs::from_environment(&ctx->knob_errors);
+    return ctx;
+}
+
+void progress_thread_main() {
+    Context &ctx = context();
+    while (!ctx.stop_progress_thread.load()) {
+        if (ctx.pending != 0) {
+            progress_poke();
+        } else {
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+}
+
+}  // namespace
+
+Context &context() {
+    static Context *ctx = make_context();
+    return *ctx;
+}
+
+const Knobs &knobs() { return context().knobs; }
+
+int initialize_context(int provided_thread_level) {
+    Context &ctx = context();
+    ctx.thread_level = provided_thread_level;
+    ctx.locking = provided_thread_level == MPI_THREAD_MULTIPLE || ctx.knobs.async_progress;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &ctx.world_rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &ctx.world_size);
+    int rc = PMPI_Comm_dup(MPI_COMM_WORLD, &ctx.proto_comm);
+    if (rc != MPI_SUCCESS) return rc;
+    PMPI_Comm_set_name(ctx.proto_comm, "MPI-ACC protocol");
+    // Protocol errors are handled, never fatal, on the private communicator.
+    PMPI_Comm_set_errhandler(ctx.proto_comm, MPI_ERRORS_RETURN);
+    int *tag_ub = nullptr, flag = 0;
+    PMPI_Comm_get_attr(ctx.proto_comm, MPI_TAG_UB, &tag_ub, &flag);
+    if (flag && tag_ub) ctx.tag_ub = *tag_ub;
+    ctx.node_id = local_node_id();
+
+    int *publics[] = {&MPIX_ACC_BUF_TYPE, &MPIX_ACC_STREAM, &MPIX_ACC_COMMAND_QUEUE, &MPIX_ACC_EVENT,
+                      &MPIX_ACC_CONTEXT,  &MPIX_ACC_DEVICE, &MPIX_ACC_OFFSET};
+    int *ours[] = {&ctx.keyvals.buf_type, &ctx.keyvals.stream, &ctx.keyvals.command_queue, &ctx.keyvals.event,
+                   &ctx.keyvals.context,  &ctx.keyvals.device, &ctx.keyvals.offset};
+    for (int i = 0; i < 7; ++i) {
+        rc = PMPI_Type_create_keyval(attr_copy_callback, attr_delete_callback, ours[i], nullptr);
+        if (rc != MPI_SUCCESS) return rc;
+        *publics[i] = *ours[i];
+    }
+    ctx.control = std::make_unique<ControlChannel>(static_cast<int>(ctx.knobs.control_slots));
+    if (ctx.knobs.cuda_autodetect && accel_built(BufKind::CUDA)) {
+        Accel *cuda = accel_for(BufKind::CUDA);
+        ctx.cuda_autodetect_active = cuda && cuda->available();
+    }
+    if (ctx.world_rank == 0)
+        for (const std::string &e : ctx.knob_errors) std::fprintf(stderr, "MPI-ACC warning: %s\n", e.c_str());
+    ctx.initialized = true;
+    if (ctx.knobs.async_progress) ctx.progress_thread = std::thread(progress_thread_main);
+    return MPI_SUCCESS;
+}
+
+void finalize_context() {
+    Context &ctx = context();
+    if (!ctx.initialized) return;
+    // Transfers the user can no longer wait for (freed requests, buffered sends) still
+    // have to reach their receivers. Receives nobody waits for are cancelled.
+    {
+        StateLock lock;
+        for (auto &op : ctx.detached_ops)
+            if (dynamic_cast<RecvOp *>(op.get())) op->cancel();
+    }
+    progress_until([&] {
+        StateLock lock;
+        return ctx.detached_ops.empty();
+    });
+    if (ctx.progress_thread.joinable()) {
+        ctx.stop_progress_thread = true;
+        ctx.progress_thread.join();
+    }
+    StateLock lock;
+    ctx.user_ops.clear();
+    ctx.stash.clear();
+    ctx.probed_messages.clear();
+    ctx.pending = 0;
+    if (ctx.control) ctx.control->shutdown();
+    ctx.control.reset();
+    shutdown_accels();
+    for (int *kv : {&ctx.keyvals.buf_type, &ctx.keyvals.stream, &ctx.keyvals.command_queue, &ctx.keyvals.event,
+                    &ctx.keyvals.context, &ctx.keyvals.device, &ctx.keyvals.offset})
+        if (*kv != MPI_KEYVAL_INVALID) PMPI_Type_free_keyval(kv);
+    if (ctx.proto_comm != MPI_COMM_NULL) PMPI_Comm_free(&ctx.proto_comm);
+    ctx.initialized = false;
+    ctx.cuda_autodetect_active = false;
+}
+
+int world_rank_of(MPI_Comm comm, int rank) {
+    if (comm == MPI_COMM_WORLD) return rank;
+    int inter = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    MPI_Group group, world;
+    if (inter) PMPI_Comm_remote_group(comm, &group);
+    else PMPI_Comm_group(comm, &group);
+    PMPI_Comm_group(MPI_COMM_WORLD, &world);
+    int out = MPI_UNDEFINED;
+    PMPI_Group_translate_ranks(group, 1, &rank, world, &out);
+    PMPI_Group_free(&group);
+    PMPI_Group_free(&world);
+    return out;
+}
+
+}  // namespace mpiacc

@@ -1,0 +1,119 @@
+// The one context object: everything MPI-ACC keeps between calls lives here, created at
+// MPI_Init and torn down at MPI_Finalize (STYLE.md: no global mutable state elsewhere).
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/knobs.h"
+
+namespace mpiacc {
+
+class Op;
+class SendOp;
+class RecvOp;
+class ControlChannel;
+struct StashedEnvelope;
+
+// Knob values in force (parsed once at MPI_Init; before that, from the environment).
+const Knobs &knobs();
+
+// MPI-ACC's attribute keyvals, created at init (DESIGN.md 1).
+struct Keyvals {
+    int buf_type = MPI_KEYVAL_INVALID;
+    int stream = MPI_KEYVAL_INVALID;
+    int command_queue = MPI_KEYVAL_INVALID;
+    int event = MPI_KEYVAL_INVALID;
+    int context = MPI_KEYVAL_INVALID;
+    int device = MPI_KEYVAL_INVALID;
+    int offset = MPI_KEYVAL_INVALID;
+    bool ours(int keyval) const {
+        return keyval != MPI_KEYVAL_INVALID &&
+               (keyval == buf_type || keyval == stream || keyval == command_queue ||
+                keyval == event || keyval == context || keyval == device || keyval == offset);
+    }
+};
+
+class Context {
+public:
+    Knobs knobs;
+    std::vector<std::string> knob_errors;
+    Keyvals keyvals;
+
+    bool initialized = false;
+    int thread_level = MPI_THREAD_SINGLE;  // what MPICH provided
+    int world_rank = 0, world_size = 1;
+    MPI_Comm proto_comm = MPI_COMM_NULL;   // private duplicate of MPI_COMM_WORLD (DESIGN 2.3)
+    int tag_ub = 32767;
+    std::uint64_t node_id = 0;
+    std::uint64_t next_transfer_id = 1;
+    bool cuda_autodetect_active = false;   // knob on and a CUDA device usable
+
+    // Datatypes carrying at least one MPI-ACC attribute, with how many. While empty,
+    // every call with an untagged type skips attribute lookups altogether.
+    std::unordered_map<MPI_Datatype, int> tagged_types;
+    std::atomic<std::size_t> tagged_type_count{0};
+
+    // User-visible requests MPI-ACC must see completed, by handle.
+    std::unordered_map<MPI_Request, std::unique_ptr<Op>> user_ops;
+    // Operations nobody waits for: freed by the user while active, or internal.
+    std::vector<std::unique_ptr<Op>> detached_ops;
+    // Incomplete operations (user and detached). While zero, blocking calls go straight
+    // to PMPI (DESIGN 2.6).
+    std::size_t pending = 0;
+    // Senders waiting for CTS/FIN, by transfer id.
+    std::unordered_map<std::uint64_t, SendOp *> senders;
+    // Receivers in their data phase, by (sender rank, sender's transfer id), for ABORT.
+    std::map<std::pair<int, std::uint64_t>, RecvOp *> receivers;
+    std::unique_ptr<ControlChannel> control;
+    // Envelopes a probe had to receive to learn the real size, in arrival order.
+    std::deque<std::unique_ptr<StashedEnvelope>> stash;
+    // Message handles given out by MPI_Mprobe for stashed envelopes.
+    std::unordered_map<MPI_Message, std::unique_ptr<StashedEnvelope>> probed_messages;
+
+    // Serialises MPI-ACC state under MPI_THREAD_MULTIPLE and with the progress thread.
+    std::recursive_mutex mutex;
+    bool locking = false;
+    std::thread progress_thread;
+    std::atomic<bool> stop_progress_thread{false};
+
+    std::uint64_t new_transfer_id() { return next_transfer_id++; }
+};
+
+// The context. Valid between MPI_Init and MPI_Finalize.
+Context &context();
+
+// Holds the context's mutex when threads may race on MPI-ACC state.
+class StateLock {
+public:
+    StateLock() : ctx_(context()) {
+        if (ctx_.locking) ctx_.mutex.lock();
+    }
+    ~StateLock() {
+        if (ctx_.locking) ctx_.mutex.unlock();
+    }
+    StateLock(const StateLock &) = delete;
+    StateLock &operator=(const StateLock &) = delete;
+
+private:
+    Context &ctx_;
+};
+
+// Lifecycle, called by the MPI_Init*/MPI_Finalize bindings after/before PMPI.
+int initialize_context(int provided_thread_level);
+void finalize_context();
+
+// The world rank of `rank` in `comm` (remote group for intercommunicators); cached.
+int world_rank_of(MPI_Comm comm, int rank);
+
+}  // namespace mpiacc

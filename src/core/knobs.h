@@ -1,0 +1,41 @@
+// The knob registry: every MPIACC_* environment variable, declared once in knobs.def.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace mpiacc {
+
+enum class KnobType { BOOL, SIZE, INT, STRING };
+
+struct KnobInfo {
+    const char *name;
+    KnobType type;
+    const char *default_value;
+    const char *doc;
+};
+
+// Effective values, parsed once from the environment by Knobs::from_environment.
+struct Knobs {
+#define MPIACC_KNOB_BOOL bool
+#define MPIACC_KNOB_SIZE std::size_t
+#define MPIACC_KNOB_INT long
+#define MPIACC_KNOB_STRING std::string
+#define MPIACC_KNOB(field, env, type, def, doc) MPIACC_KNOB_##type field{};
+#include "core/knobs.def"
+#undef MPIACC_KNOB
+
+    // Parse every knob. A malformed value is reported in `errors` and the default is used.
+    static Knobs from_environment(std::vector<std::string> *errors);
+    // The registry, in declaration order.
+    static const std::vector<KnobInfo> &registry();
+    // The effective value of knob `name` as text, or "" if unknown.
+    std::string value_text(const char *name) const;
+};
+
+// Parsers, exposed for tests. Return false on malformed input.
+bool parse_bool(const std::string &text, bool *out);
+bool parse_size(const std::string &text, std::size_t *out);
+bool parse_int(const std::string &text, long *out);
+
+}  // namespace mpiacc

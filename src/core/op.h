@@ -1,0 +1,43 @@
+// An operation MPI-ACC drives itself (a rendezvous transfer, a device receive, a
+// persistent request). The progress engine calls progress() until done().
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+
+namespace mpiacc {
+
+class Op {
+public:
+    // How the user's MPI_Request handle relates to this op.
+    enum class Handle {
+        NONE,        // internal or freed by the user: nobody waits for it
+        GREQUEST,    // a generalized request made for it (MPI_Grequest_start)
+        WATCHED,     // the MPICH receive request itself (host receive into the user buffer)
+        PERSISTENT,  // an inactive MPICH persistent request standing for it
+    };
+
+    virtual ~Op() = default;
+    // Advance without blocking. Sets complete when the operation has finished.
+    virtual void progress() = 0;
+    // MPI_Cancel. Returns an MPI error code.
+    virtual int cancel() { return MPI_SUCCESS; }
+    // Persistent ops: (re)start, and whether a started instance is running.
+    virtual int start() { return MPI_ERR_REQUEST; }
+    virtual bool active() const { return !complete; }
+    virtual bool persistent() const { return false; }
+    // For persistent ops, the completed instance's status is moved out by retire.
+    virtual void reset_after_completion() {}
+
+    bool complete = false;
+    MPI_Status status{};     // final source, tag, count (bytes), error
+    int error = MPI_SUCCESS; // error code (with message) to return, when failed
+    MPI_Comm comm = MPI_COMM_NULL;
+    const char *call = "";
+    Handle handle_kind = Handle::NONE;
+    MPI_Request user_handle = MPI_REQUEST_NULL;
+    bool counted_pending = false;  // included in Context::pending
+};
+
+}  // namespace mpiacc

@@ -1,0 +1,43 @@
+// The progress engine (DESIGN.md 2.6) and the table of user-visible operations.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "core/context.h"
+#include "core/op.h"
+
+namespace mpiacc {
+
+// True while MPI-ACC has anything in flight; blocking calls then turn into their
+// nonblocking form plus progress instead of going straight to PMPI.
+inline bool transfers_in_flight() { return context().pending != 0; }
+
+// One round: control messages, then every pending operation.
+void progress_poke();
+
+// Drives progress until `done()` holds.
+template <class Done>
+void progress_until(Done done) {
+    while (!done()) progress_poke();
+}
+
+// Registers `op` under a user handle. For Handle::GREQUEST a generalized request is made
+// and returned; for WATCHED and PERSISTENT the given handle is used.
+MPI_Request register_user_op(std::unique_ptr<Op> op, Op::Handle kind, MPI_Request handle);
+// An op nobody waits for (freed by the user while active, or internal): driven to
+// completion by progress and then destroyed.
+void add_detached_op(std::unique_ptr<Op> op);
+Op *find_user_op(MPI_Request handle);
+// Completes the user's view of a finished op: fills *status, frees or resets the handle,
+// returns the op's error code (without invoking an error handler).
+int retire_user_op(MPI_Request *handle, MPI_Status *status);
+// MPI_Request_free on an MPI-ACC handle.
+int free_user_op(MPI_Request *handle);
+// Counts an op as in flight until progress sees it complete.
+void mark_pending(Op *op);
+// Uncounts a completed op that no table holds (blocking calls).
+void settle_pending(Op *op);
+
+}  // namespace mpiacc

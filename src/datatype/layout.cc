@@ -1,0 +1,158 @@
+#include "datatype/layout.h"
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace mpiacc {
+
+namespace {
+
+struct TypeFacts {
+    MPI_Count size;
+    MPI_Count true_lb, true_extent;
+    MPI_Count lb, extent;
+    bool contiguous;  // one element is one dense run in order
+};
+
+std::mutex facts_mutex;
+std::unordered_map<MPI_Datatype, TypeFacts> facts_cache;
+
+// A type is dense when its elements' bytes fill [true_lb, true_lb+size) in order. Decoded
+// from the type's constructor, because size == extent alone misses reordered blocks.
+bool type_is_dense(MPI_Datatype type) {
+    if (is_builtin_type(type)) return true;
+    int ni, na, nd, combiner;
+    if (PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner) != MPI_SUCCESS) return false;
+    if (combiner == MPI_COMBINER_NAMED) return true;
+    std::vector<int> ints(ni);
+    std::vector<MPI_Aint> addrs(na);
+    std::vector<MPI_Datatype> types(nd);
+    PMPI_Type_get_contents(type, ni, na, nd, ints.data(), addrs.data(), types.data());
+    bool dense = false;
+    MPI_Count size, lb, extent, tlb, textent;
+    PMPI_Type_size_x(type, &size);
+    PMPI_Type_get_extent_x(type, &lb, &extent);
+    PMPI_Type_get_true_extent_x(type, &tlb, &textent);
+    if (combiner == MPI_COMBINER_DUP) {
+        dense = type_is_dense(types[0]);
+    } else if (combiner == MPI_COMBINER_CONTIGUOUS) {
+        MPI_Count isize, ilb, iext;
+        PMPI_Type_size_x(types[0], &isize);
+        PMPI_Type_get_extent_x(types[0], &ilb, &iext);
+        dense = type_is_dense(types[0]) && (ints[0] <= 1 || isize == iext);
+    } else if (combiner == MPI_COMBINER_RESIZED) {
+        dense = type_is_dense(types[0]);
+    }
+    // Whatever the constructor, the element must exactly fill its true extent.
+    if (dense) dense = (size == textent);
+    for (MPI_Datatype t : types) {
+        int tni, tna, tnd, tc;
+        PMPI_Type_get_envelope(t, &tni, &tna, &tnd, &tc);
+        if (tc != MPI_COMBINER_NAMED) PMPI_Type_free(&t);
+    }
+    return dense;
+}
+
+bool facts_for(MPI_Datatype type, TypeFacts *out) {
+    {
+        std::lock_guard<std::mutex> lock(facts_mutex);
+        auto it = facts_cache.find(type);
+        if (it != facts_cache.end()) {
+            *out = it->second;
+            return true;
+        }
+    }
+    TypeFacts f{};
+    if (PMPI_Type_size_x(type, &f.size) != MPI_SUCCESS) return false;
+    PMPI_Type_get_true_extent_x(type, &f.true_lb, &f.true_extent);
+    PMPI_Type_get_extent_x(type, &f.lb, &f.extent);
+    f.contiguous = type_is_dense(type);
+    std::lock_guard<std::mutex> lock(facts_mutex);
+    facts_cache[type] = f;
+    *out = f;
+    return true;
+}
+
+}  // namespace
+
+long long packed_bytes(int count, MPI_Datatype type) {
+    if (is_builtin_type(type)) return static_cast<long long>(count) * builtin_type_size(type);
+    TypeFacts f;
+    if (!facts_for(type, &f)) return -1;
+    return static_cast<long long>(count) * f.size;
+}
+
+Layout describe_layout(int count, MPI_Datatype type) {
+    Layout l;
+    if (count < 0) {
+        l.error = MPI_ERR_COUNT;
+        return l;
+    }
+    if (is_builtin_type(type)) {
+        l.bytes = static_cast<std::size_t>(count) * builtin_type_size(type);
+        return l;
+    }
+    TypeFacts f;
+    if (type == MPI_DATATYPE_NULL || !facts_for(type, &f)) {
+        l.error = MPI_ERR_TYPE;
+        return l;
+    }
+    l.bytes = static_cast<std::size_t>(count) * static_cast<std::size_t>(f.size);
+    l.true_lb = static_cast<MPI_Aint>(f.true_lb);
+    // count elements are one run when each element is dense and consecutive elements
+    // abut (extent == size).
+    l.contiguous = f.contiguous && (count <= 1 || f.extent == f.size);
+    if (count == 0) l.contiguous = true;
+    return l;
+}
+
+void forget_layout(MPI_Datatype type) {
+    std::lock_guard<std::mutex> lock(facts_mutex);
+    facts_cache.erase(type);
+}
+
+// MPI_Pack/Unpack have no byte-range form, so ranges of a non-contiguous layout go
+// through a packed copy of the whole message. Contiguous layouts never come here.
+int pack_range(const void *buf, int count, MPI_Datatype type, std::size_t offset, void *out,
+               std::size_t len) {
+    Layout l = describe_layout(count, type);
+    if (l.error != MPI_SUCCESS) return l.error;
+    if (offset + len > l.bytes) return MPI_ERR_COUNT;
+    if (l.contiguous) {
+        std::memcpy(out, static_cast<const char *>(buf) + l.true_lb + offset, len);
+        return MPI_SUCCESS;
+    }
+    std::vector<char> packed(l.bytes);
+    int pos = 0;
+    int rc = PMPI_Pack(buf, count, type, packed.data(), static_cast<int>(l.bytes), &pos, MPI_COMM_SELF);
+    if (rc != MPI_SUCCESS) return rc;
+    std::memcpy(out, packed.data() + offset, len);
+    return MPI_SUCCESS;
+}
+
+int unpack_range(const void *packed, std::size_t len, void *buf, int count, MPI_Datatype type,
+                 std::size_t offset) {
+    Layout l = describe_layout(count, type);
+    if (l.error != MPI_SUCCESS) return l.error;
+    if (offset + len > l.bytes) return MPI_ERR_COUNT;
+    if (l.contiguous) {
+        std::memcpy(static_cast<char *>(buf) + l.true_lb + offset, packed, len);
+        return MPI_SUCCESS;
+    }
+    // Only whole-element prefixes are unpacked in place; the rest of the elements keep
+    // their contents, as in MPICH's partial (truncated) receives.
+    if (offset != 0) return MPI_ERR_INTERN;
+    MPI_Count size;
+    PMPI_Type_size_x(type, &size);
+    int whole = size > 0 ? static_cast<int>(len / static_cast<std::size_t>(size)) : 0;
+    int pos = 0;
+    if (whole > 0) {
+        int rc = PMPI_Unpack(packed, static_cast<int>(len), &pos, buf, whole, type, MPI_COMM_SELF);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+}
+
+}  // namespace mpiacc

@@ -1,0 +1,46 @@
+// What the protocol needs to know about (count, datatype) on the host side: packed
+// size, whether the bytes are one contiguous run, and where that run starts.
+// Derived-type packing on devices (flattening into work units, GPU kernels) is the
+// next step of this part (ROADMAP 1); until then a non-contiguous device layout is
+// refused with MPI_ERR_UNSUPPORTED_OPERATION.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mpiacc {
+
+struct Layout {
+    std::size_t bytes = 0;      // packed size of count elements
+    bool contiguous = true;     // bytes lie in one run starting at buf + true_lb
+    MPI_Aint true_lb = 0;
+    int error = MPI_SUCCESS;    // MPI error class when the type is invalid / count too large
+};
+
+// MPICH encodes a builtin datatype's size in its handle; reading it there keeps the
+// host fast path free of a PMPI_Type_size call.
+inline bool is_builtin_type(MPI_Datatype t) {
+    return (static_cast<std::uint32_t>(t) & 0xc0000000u) == 0x40000000u;
+}
+inline std::size_t builtin_type_size(MPI_Datatype t) {
+    return (static_cast<std::uint32_t>(t) & 0x0000ff00u) >> 8;
+}
+
+// Packed bytes of (count, type), fast for builtin types. -1 on an invalid type.
+long long packed_bytes(int count, MPI_Datatype type);
+
+Layout describe_layout(int count, MPI_Datatype type);
+
+// Forget cached facts about `type` (called when it is freed; handles are reused).
+void forget_layout(MPI_Datatype type);
+
+// Host copies between a typed buffer and packed bytes, for byte ranges [offset, offset+len)
+// of the packed stream (used for prefixes on truncation and bounce buffers).
+int pack_range(const void *buf, int count, MPI_Datatype type, std::size_t offset, void *out,
+               std::size_t len);
+int unpack_range(const void *packed, std::size_t len, void *buf, int count, MPI_Datatype type,
+                 std::size_t offset);
+
+}  // namespace mpiacc

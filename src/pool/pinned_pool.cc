@@ -1,0 +1,120 @@
+#include "pool/pinned_pool.h"
+
+#include <hwloc.h>
+
+#include <algorithm>
+
+namespace mpiacc {
+
+PinnedPool::PinnedPool(std::unique_ptr<PinnedAllocator> allocator, std::size_t slot_size,
+                       std::size_t capacity_bytes, std::size_t segment_bytes)
+    : allocator_(std::move(allocator)), slot_size_(slot_size) {
+    // At least two slots: one chunk can be in the network while the next is copied.
+    max_slots_ = std::max<std::size_t>(2, capacity_bytes / slot_size_);
+    slots_per_segment_ = std::max<std::size_t>(1, segment_bytes / slot_size_);
+}
+
+PinnedPool::~PinnedPool() {
+    for (void *s : segments_) allocator_->release(s);
+}
+
+bool PinnedPool::grow() {
+    if (carved_ >= max_slots_) return false;
+    std::size_t n = std::min(slots_per_segment_, max_slots_ - carved_);
+    void *seg = allocator_->allocate(n * slot_size_, &last_error_);
+    if (!seg) return false;
+    segments_.push_back(seg);
+    for (std::size_t i = 0; i < n; ++i)
+        free_.push_back(static_cast<char *>(seg) + i * slot_size_);
+    carved_ += n;
+    return true;
+}
+
+void *PinnedPool::acquire() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty() && !grow()) {
+        ++exhausted_;
+        return nullptr;
+    }
+    void *slot = free_.back();
+    free_.pop_back();
+    ++in_use_;
+    return slot;
+}
+
+void PinnedPool::release(void *slot) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(slot);
+    --in_use_;
+}
+
+std::size_t PinnedPool::slots_in_use() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return in_use_;
+}
+
+std::size_t PinnedPool::allocations() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return segments_.size();
+}
+
+std::size_t PinnedPool::exhausted_count() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return exhausted_;
+}
+
+NumaAllocationScope::NumaAllocationScope(const std::string &pci_bus_id) {
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0) return;
+    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (hwloc_topology_load(topo) != 0) {
+        hwloc_topology_destroy(topo);
+        return;
+    }
+    topology_ = topo;
+    if (hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) < 2) return;  // nothing to choose
+
+    hwloc_nodeset_t want = hwloc_bitmap_alloc();
+    unsigned dom = 0, bus = 0, dev = 0, func = 0;
+    hwloc_obj_t pci = nullptr;
+    if (!pci_bus_id.empty() &&
+        std::sscanf(pci_bus_id.c_str(), "%x:%x:%x.%x", &dom, &bus, &dev, &func) == 4)
+        pci = hwloc_get_pcidev_by_busid(topo, dom, bus, dev, func);
+    if (pci) {
+        hwloc_obj_t host = hwloc_get_non_io_ancestor_obj(topo, pci);
+        if (host && host->nodeset) hwloc_bitmap_copy(want, host->nodeset);
+    } else {
+        hwloc_cpuset_t cpus = hwloc_bitmap_alloc();
+        if (hwloc_get_cpubind(topo, cpus, HWLOC_CPUBIND_PROCESS) == 0)
+            hwloc_cpuset_to_nodeset(topo, cpus, want);
+        hwloc_bitmap_free(cpus);
+    }
+    if (!hwloc_bitmap_iszero(want)) {
+        hwloc_nodeset_t saved = hwloc_bitmap_alloc();
+        hwloc_membind_policy_t policy;
+        if (hwloc_get_membind(topo, saved, &policy, HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) == 0 &&
+            hwloc_set_membind(topo, want, HWLOC_MEMBIND_BIND,
+                              HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) == 0) {
+            saved_nodeset_ = saved;
+            saved_policy_ = policy;
+            bound_ = true;
+            node_ = hwloc_bitmap_first(want);
+        } else {
+            hwloc_bitmap_free(saved);
+        }
+    }
+    hwloc_bitmap_free(want);
+}
+
+NumaAllocationScope::~NumaAllocationScope() {
+    auto topo = static_cast<hwloc_topology_t>(topology_);
+    if (bound_) {
+        auto saved = static_cast<hwloc_nodeset_t>(saved_nodeset_);
+        hwloc_set_membind(topo, saved, static_cast<hwloc_membind_policy_t>(saved_policy_),
+                          HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET);
+        hwloc_bitmap_free(saved);
+    }
+    if (topo) hwloc_topology_destroy(topo);
+}
+
+}  // namespace mpiacc

@@ -1,0 +1,82 @@
+// Pinned staging pool: fixed-size slots carved from a few large pinned allocations
+// made on first use and kept until finalize (dissertation 5.1, BRIEF P1). Its size is
+// bounded; when every slot is taken, acquire() returns null and the transfer waits
+// (back-pressure, DESIGN.md 2.7) instead of allocating more.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace mpiacc {
+
+// How one device kind makes pinned host memory (cudaMallocHost, a mapped
+// CL_MEM_ALLOC_HOST_PTR buffer, ...). Implemented by the accel components.
+class PinnedAllocator {
+public:
+    virtual ~PinnedAllocator() = default;
+    // Returns host-addressable pinned memory of `bytes`, or null (sets *why).
+    virtual void *allocate(std::size_t bytes, std::string *why) = 0;
+    virtual void release(void *ptr) = 0;
+};
+
+class PinnedPool {
+public:
+    PinnedPool(std::unique_ptr<PinnedAllocator> allocator, std::size_t slot_size,
+               std::size_t capacity_bytes, std::size_t segment_bytes = 4u << 20);
+    ~PinnedPool();
+    PinnedPool(const PinnedPool &) = delete;
+    PinnedPool &operator=(const PinnedPool &) = delete;
+
+    // A free slot of slot_size() bytes, or null when the pool is exhausted (wait and
+    // retry) or the allocator failed (then last_error() says why).
+    void *acquire();
+    void release(void *slot);
+
+    std::size_t slot_size() const { return slot_size_; }
+    std::size_t slots_total() const { return max_slots_; }
+    std::size_t slots_in_use() const;
+    std::size_t allocations() const;  // underlying pinned allocations made so far
+    std::size_t exhausted_count() const;  // times acquire() found no slot
+    const std::string &last_error() const { return last_error_; }
+
+private:
+    bool grow();  // one more segment; false when at capacity or allocation failed
+
+    std::unique_ptr<PinnedAllocator> allocator_;
+    std::size_t slot_size_;
+    std::size_t max_slots_;
+    std::size_t slots_per_segment_;
+    std::vector<void *> segments_;
+    std::vector<void *> free_;
+    std::size_t carved_ = 0;
+    std::size_t in_use_ = 0;
+    std::size_t exhausted_ = 0;
+    std::string last_error_;
+    mutable std::mutex mutex_;
+};
+
+// Binds this thread's memory allocations to the NUMA node nearest a PCI device (by bus
+// id, "0000:3b:00.0"), or to the nodes the process runs on when the id is empty or
+// unknown, for as long as the object lives (BRIEF P5). Uses hwloc; a no-op where the
+// topology has no NUMA information.
+class NumaAllocationScope {
+public:
+    explicit NumaAllocationScope(const std::string &pci_bus_id);
+    ~NumaAllocationScope();
+    NumaAllocationScope(const NumaAllocationScope &) = delete;
+    NumaAllocationScope &operator=(const NumaAllocationScope &) = delete;
+    // The NUMA node chosen (-1 when none).
+    int node() const { return node_; }
+
+private:
+    void *topology_ = nullptr;
+    void *saved_nodeset_ = nullptr;
+    int saved_policy_ = 0;
+    bool bound_ = false;
+    int node_ = -1;
+};
+
+}  // namespace mpiacc

@@ -1,0 +1,37 @@
+#include "protocol/envelope.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+namespace mpiacc {
+
+const char *mode_name(TransferMode m) {
+    switch (m) {
+        case TransferMode::DIRECT: return "direct";
+        case TransferMode::PIPELINE: return "pipeline";
+        case TransferMode::IPC: return "ipc";
+    }
+    return "?";
+}
+
+std::uint64_t local_node_id() {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    // FNV-1a: stable across processes and runs.
+    std::uint64_t h = 1469598103934665603ull;
+    for (const char *p = host; *p; ++p) {
+        h ^= static_cast<unsigned char>(*p);
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+bool looks_like_envelope(const void *buf, std::size_t bytes) {
+    if (bytes != kEnvelopeBytes) return false;
+    Envelope e;
+    std::memcpy(&e, buf, sizeof e);
+    return e.magic == kEnvelopeMagic && e.version == kProtocolVersion;
+}
+
+}  // namespace mpiacc

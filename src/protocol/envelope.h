@@ -1,0 +1,77 @@
+// Wire formats (DESIGN.md 2.2-2.4). The envelope (RTS) is the one matching message of a
+// rendezvous transfer; receivers tell it from a payload by its exact length, then by its
+// magic. Control messages (CTS, FIN) and data chunks travel on the private communicator.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "accel/accel.h"
+
+namespace mpiacc {
+
+constexpr std::uint32_t kEnvelopeMagic = 0x4343414du;  // "MACC"
+constexpr std::uint16_t kProtocolVersion = 1;
+// Not a power of two on purpose: OSU-style sweeps and most applications send power-of-two
+// sizes, and a host payload of exactly this length has to go by rendezvous.
+constexpr std::size_t kEnvelopeBytes = 200;
+
+enum EnvelopeFlags : std::uint16_t {
+    kEnvelopeHasIpc = 1u << 0,  // ipc carries an exported CUDA region
+};
+
+enum class TransferMode : std::uint16_t {
+    DIRECT = 1,    // both sides host: one message from buffer to buffer
+    PIPELINE = 2,  // chunks staged through pinned pools
+    IPC = 3,       // receiver pulls the sender's device memory, then sends FIN
+};
+const char *mode_name(TransferMode m);
+
+#pragma pack(push, 1)
+struct Envelope {
+    std::uint32_t magic;
+    std::uint16_t version;
+    std::uint16_t buf_kind;       // BufKind of the sender's buffer
+    std::uint64_t size;           // packed bytes of the message
+    std::uint64_t transfer_id;    // sender-local id; names the transfer in CTS/data/FIN
+    std::int32_t sender_rank;     // in the private (world) communicator
+    std::uint32_t chunk_size;     // sender's proposal (BRIEF P4)
+    std::uint16_t depth;          // sender's proposal
+    std::uint16_t flags;
+    std::uint64_t node_id;        // hash of the sender's host
+    IpcExport ipc;                // valid when flags & kEnvelopeHasIpc
+    std::uint8_t reserved[kEnvelopeBytes - 44 - sizeof(IpcExport)];
+};
+
+// CTS and FIN go from receiver to sender; ABORT from sender to receiver when the sender
+// cannot produce the data after the CTS (a failed device copy), so nobody is stranded.
+enum class ControlType : std::uint16_t { CTS = 1, FIN = 2, ABORT = 3 };
+
+struct ControlMessage {
+    std::uint32_t magic;
+    std::uint16_t type;           // ControlType
+    std::uint16_t mode;           // TransferMode (CTS)
+    std::uint64_t transfer_id;    // the sender's id from the envelope
+    std::uint64_t bytes;          // bytes the receiver takes: < size when truncating
+    std::uint32_t chunk_size;     // final choice (CTS)
+    std::uint16_t depth;          // final choice (CTS)
+    std::uint16_t status;         // FIN: 0 ok, else an MPI error class
+};
+#pragma pack(pop)
+
+static_assert(sizeof(Envelope) == kEnvelopeBytes, "envelope size is part of the protocol");
+
+// The tag on the private communicator for transfer `id`'s data. Tag 0 is the control
+// channel; ids wrap within [1, tag_ub].
+inline int data_tag(std::uint64_t id, int tag_ub) {
+    return 1 + static_cast<int>(id % static_cast<std::uint64_t>(tag_ub));
+}
+constexpr int kControlTag = 0;
+
+// A stable id for this host (hash of its name): equal ids mean "same node".
+std::uint64_t local_node_id();
+
+// True when `buf` of `bytes` bytes is an envelope of this protocol.
+bool looks_like_envelope(const void *buf, std::size_t bytes);
+
+}  // namespace mpiacc

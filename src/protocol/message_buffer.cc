@@ -1,0 +1,93 @@
+#include <cstring>
+
+#include "core/context.h"
+#include "core/error.h"
+#include "protocol/transfer.h"
+
+namespace mpiacc {
+
+TypeRef::TypeRef(MPI_Datatype t) : type_(t) {
+    if (t != MPI_DATATYPE_NULL && !is_builtin_type(t)) {
+        // Dup keeps the type alive (and its attributes) if the user frees it (BRIEF A4).
+        if (PMPI_Type_dup(t, &type_) == MPI_SUCCESS) owned_ = true;
+        else type_ = t;
+    }
+}
+
+TypeRef::~TypeRef() {
+    if (owned_) PMPI_Type_free(&type_);
+}
+
+TypeRef &TypeRef::operator=(TypeRef &&o) noexcept {
+    if (this != &o) {
+        if (owned_) PMPI_Type_free(&type_);
+        type_ = o.type_;
+        owned_ = o.owned_;
+        o.owned_ = false;
+    }
+    return *this;
+}
+
+char *MessageBuffer::contiguous_host() const {
+    if (kind != BufKind::HOST) return nullptr;
+    if (!packed.empty()) return const_cast<char *>(packed.data());
+    if (layout.contiguous) return static_cast<char *>(host) + layout.true_lb;
+    return nullptr;
+}
+
+int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs,
+                        MessageBuffer *out, std::string *why) {
+    out->layout = describe_layout(count, type);
+    if (out->layout.error != MPI_SUCCESS) {
+        *why = out->layout.error == MPI_ERR_COUNT ? format("count %d is negative", count)
+                                                  : std::string("invalid datatype");
+        return out->layout.error;
+    }
+    out->bytes = out->layout.bytes;
+    out->count = count;
+    out->type = TypeRef(type);
+    out->kind = attrs.kind;
+    if (attrs.kind == BufKind::HOST) {
+        out->host = buf;
+        return MPI_SUCCESS;
+    }
+    if (!out->layout.contiguous) {
+        *why = format("non-contiguous datatypes on %s buffers are not supported yet "
+                      "(GPU pack/unpack kernels: ROADMAP 1)", buf_kind_name(attrs.kind));
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    Accel *accel = accel_for(attrs.kind);
+    // The true lower bound of a contiguous type is a byte offset into the device buffer.
+    BufferAttrs a = attrs;
+    void *addr = buf;
+    if (out->layout.true_lb != 0) {
+        if (attrs.kind == BufKind::OPENCL) {
+            if (out->layout.true_lb < 0) {
+                *why = "datatype has a negative lower bound, which cannot address into a cl_mem";
+                return MPI_ERR_TYPE;
+            }
+            a.offset += static_cast<std::size_t>(out->layout.true_lb);
+        } else {
+            addr = static_cast<char *>(buf) + out->layout.true_lb;
+        }
+    }
+    int rc = accel->capture(addr, out->bytes, a, &out->device, why);
+    if (rc != MPI_SUCCESS) return rc;
+    if (!out->device) {
+        // Pinned or registered host memory tagged as device memory: it is host memory
+        // and moves without staging.
+        out->kind = BufKind::HOST;
+        out->host = buf;
+    }
+    return MPI_SUCCESS;
+}
+
+void set_status(MPI_Status *st, int source, int tag, std::size_t bytes, int error, bool cancelled) {
+    st->MPI_SOURCE = source;
+    st->MPI_TAG = tag;
+    st->MPI_ERROR = error;
+    PMPI_Status_set_elements_x(st, MPI_BYTE, static_cast<MPI_Count>(bytes));
+    PMPI_Status_set_cancelled(st, cancelled ? 1 : 0);
+}
+
+}  // namespace mpiacc

@@ -1,0 +1,482 @@
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "core/context.h"
+#include "core/counters.h"
+#include "core/error.h"
+#include "netmod/netmod.h"
+#include "pool/pinned_pool.h"
+#include "protocol/transfer.h"
+
+namespace mpiacc {
+
+namespace {
+
+std::size_t status_bytes(const MPI_Status &st) {
+    MPI_Count n = 0;
+    PMPI_Get_elements_x(&st, MPI_BYTE, &n);
+    return n == MPI_UNDEFINED ? 0 : static_cast<std::size_t>(n);
+}
+
+// Largest payload a sender may send without an envelope: host data under the
+// rendezvous threshold, or device data a blocking send staged whole.
+std::size_t largest_payload(const Knobs &k) {
+    if (k.host_rndv_threshold == 0) return SIZE_MAX;
+    return std::max(k.host_rndv_threshold - 1, k.device_eager_max);
+}
+
+}  // namespace
+
+int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const char *call,
+                 bool watch_user_handle, std::unique_ptr<RecvOp> *out, MPI_Request *matching) {
+    Context &ctx = context();
+    std::unique_ptr<RecvOp> op(new RecvOp());
+    op->dest_ = std::move(dest);
+    op->comm = comm;
+    op->call = call;
+    int rc;
+    if (watch_user_handle) {
+        rc = PMPI_Irecv(op->dest_.host, op->dest_.count, op->dest_.type.get(), source, tag, comm,
+                        &op->matching_request_);
+        op->matching_is_user_handle_ = true;
+    } else {
+        std::size_t n = std::min(op->dest_.bytes, largest_payload(ctx.knobs));
+        op->bounce_.resize(std::max(n, kEnvelopeBytes));
+        rc = PMPI_Irecv(op->bounce_.data(), static_cast<int>(op->bounce_.size()), MPI_BYTE, source, tag, comm,
+                        &op->matching_request_);
+    }
+    if (rc != MPI_SUCCESS) return rc;
+    if (matching) *matching = op->matching_request_;
+    *out = std::move(op);
+    return MPI_SUCCESS;
+}
+
+int RecvOp::from_matched(MessageBuffer &&dest, const void *data, std::size_t len, const MPI_Status &st,
+                         MPI_Comm comm, const char *call, std::unique_ptr<RecvOp> *out) {
+    std::unique_ptr<RecvOp> op(new RecvOp());
+    op->dest_ = std::move(dest);
+    op->comm = comm;
+    op->call = call;
+    op->bounce_.assign(static_cast<const char *>(data), static_cast<const char *>(data) + len);
+    op->on_matched(st, op->bounce_.data(), len);
+    *out = std::move(op);
+    return MPI_SUCCESS;
+}
+
+int RecvOp::from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &st, MPI_Comm comm,
+                                        const char *call, std::unique_ptr<RecvOp> *out) {
+    std::unique_ptr<RecvOp> op(new RecvOp());
+    op->dest_ = std::move(dest);
+    op->comm = comm;
+    op->call = call;
+    std::size_t len = status_bytes(st);
+    std::vector<char> head(len);
+    if (pack_range(op->dest_.host, op->dest_.count, op->dest_.type.get(), 0, head.data(), len) != MPI_SUCCESS)
+        head.assign(len, 0);
+    op->matching_is_user_handle_ = true;  // the data is already in the user's buffer
+    op->on_matched(st, head.data(), len);
+    op->matching_is_user_handle_ = false;
+    *out = std::move(op);
+    return MPI_SUCCESS;
+}
+
+RecvOp::~RecvOp() {
+    Context &ctx = context();
+    if (registered_) ctx.receivers.erase({peer_, envelope_.transfer_id});
+    for (auto &c : chunks_) {
+        if (c.request != MPI_REQUEST_NULL) {
+            PMPI_Cancel(&c.request);
+            PMPI_Request_free(&c.request);
+        }
+        if (c.staging) c.pool->release(c.staging);
+    }
+    if (reserved_slot_) pool_->release(reserved_slot_);
+    for (MPI_Request *r : {&matching_request_, &control_request_, &data_request_}) {
+        if (*r == MPI_REQUEST_NULL) continue;
+        if (r == &matching_request_ && state_ == State::MATCHING) PMPI_Cancel(r);
+        PMPI_Request_free(r);
+    }
+}
+
+int RecvOp::cancel() {
+    if (state_ == State::MATCHING && matching_request_ != MPI_REQUEST_NULL) return PMPI_Cancel(&matching_request_);
+    return MPI_SUCCESS;
+}
+
+void RecvOp::fail(int error_class, const std::string &what) {
+    error = make_error_code(error_class, call, what);
+    for (auto &c : chunks_) {
+        if (c.request != MPI_REQUEST_NULL) {
+            PMPI_Cancel(&c.request);
+            PMPI_Request_free(&c.request);
+        }
+        if (c.staging) c.pool->release(c.staging);
+    }
+    chunks_.clear();
+    if (data_request_ != MPI_REQUEST_NULL) {
+        PMPI_Cancel(&data_request_);
+        PMPI_Request_free(&data_request_);
+    }
+    status.MPI_ERROR = error;
+    PMPI_Status_set_elements_x(&status, MPI_BYTE, 0);
+    state_ = State::DONE;
+}
+
+void RecvOp::on_abort(const ControlMessage &msg) {
+    fail(msg.status ? msg.status : MPI_ERR_OTHER,
+         format("the sender (rank %d of the world) could not produce the data after the CTS", peer_));
+}
+
+void RecvOp::progress() {
+    if (state_ == State::MATCHING) {
+        int flag = 0, rc;
+        MPI_Status st;
+        st.MPI_ERROR = MPI_SUCCESS;
+        if (matching_is_user_handle_) {
+            rc = PMPI_Request_get_status(matching_request_, &flag, &st);
+        } else {
+            rc = PMPI_Test(&matching_request_, &flag, &st);
+        }
+        if (!flag) return;
+        if (rc != MPI_SUCCESS) st.MPI_ERROR = rc;
+        std::size_t len = status_bytes(st);
+        if (matching_is_user_handle_) {
+            std::vector<char> head;
+            if (len == kEnvelopeBytes) {
+                head.resize(len);
+                pack_range(dest_.host, dest_.count, dest_.type.get(), 0, head.data(), len);
+            }
+            on_matched(st, head.data(), len);
+        } else {
+            on_matched(st, bounce_.data(), len);
+        }
+    }
+    switch (state_) {
+        case State::PAYLOAD_COPY:
+            if (payload_copy_->test()) {
+                if (payload_copy_->error() != MPI_SUCCESS) {
+                    fail(payload_copy_->error(), "copying the received message into device memory failed");
+                    break;
+                }
+                state_ = State::DONE;
+            }
+            break;
+        case State::AWAIT_SLOT:
+        case State::DATA:
+            if (data_request_ != MPI_REQUEST_NULL) {
+                int flag = 0;
+                PMPI_Test(&data_request_, &flag, MPI_STATUS_IGNORE);
+                if (flag) finish_data();
+            } else {
+                pipeline_step();
+            }
+            break;
+        case State::IPC_PULL: ipc_step(); break;
+        default: break;
+    }
+    if (control_request_ != MPI_REQUEST_NULL) {
+        int flag = 0;
+        PMPI_Test(&control_request_, &flag, MPI_STATUS_IGNORE);
+    }
+    if ((state_ == State::DONE || state_ == State::FIN) && control_request_ == MPI_REQUEST_NULL) {
+        state_ = State::DONE;
+        complete = true;
+    }
+}
+
+void RecvOp::on_matched(const MPI_Status &st, const void *data, std::size_t len) {
+    status = st;
+    int cancelled = 0;
+    PMPI_Test_cancelled(&st, &cancelled);
+    if (cancelled) {
+        set_status(&status, st.MPI_SOURCE, st.MPI_TAG, 0, MPI_SUCCESS, true);
+        state_ = State::DONE;
+        return;
+    }
+    if (len == kEnvelopeBytes && looks_like_envelope(data, len)) {
+        std::memcpy(&envelope_, data, sizeof envelope_);
+        on_envelope(envelope_);
+        return;
+    }
+    deliver_payload(data, len);
+}
+
+void RecvOp::deliver_payload(const void *data, std::size_t len) {
+    std::size_t n = std::min(len, dest_.bytes);
+    int err = status.MPI_ERROR;
+    if (err == MPI_SUCCESS && len > dest_.bytes)
+        err = make_error_code(MPI_ERR_TRUNCATE, call,
+                              format("message of %zu bytes is longer than the receive buffer (%zu bytes)", len,
+                                     dest_.bytes));
+    set_status(&status, status.MPI_SOURCE, status.MPI_TAG, n, err, false);
+    error = err;
+    if (dest_.kind == BufKind::HOST) {
+        if (!matching_is_user_handle_ && n > 0)
+            unpack_range(data, n, dest_.host, dest_.count, dest_.type.get(), 0);
+        state_ = State::DONE;
+        return;
+    }
+    if (n == 0) {
+        state_ = State::DONE;
+        return;
+    }
+    // The bounce buffer stays alive until the host-to-device copy has finished.
+    std::string why;
+    int rc = dest_.device->copy_from_host(0, data, n, &payload_copy_, &why);
+    if (rc != MPI_SUCCESS) {
+        fail(rc, "copying the received message into device memory failed: " + why);
+        return;
+    }
+    state_ = State::PAYLOAD_COPY;
+}
+
+void RecvOp::on_envelope(const Envelope &env) {
+    Context &ctx = context();
+    peer_ = env.sender_rank;
+    truncated_ = env.size > dest_.bytes;
+    bytes_ = std::min<std::size_t>(env.size, dest_.bytes);
+    auto sender_kind = static_cast<BufKind>(env.buf_kind);
+    // The receiver decides (DESIGN 2.4): IPC pull when the sender's CUDA memory is
+    // reachable here, direct when both sides are host, the pipeline otherwise.
+    Accel *cuda = accel_for(BufKind::CUDA);
+    bool host_dest_contig = dest_.kind == BufKind::HOST && dest_.contiguous_host();
+    if ((env.flags & kEnvelopeHasIpc) && env.node_id == ctx.node_id && ctx.knobs.ipc && cuda &&
+        cuda->available() && (dest_.kind == BufKind::CUDA || host_dest_contig)) {
+        mode_ = TransferMode::IPC;
+    } else if (sender_kind == BufKind::HOST && dest_.kind == BufKind::HOST) {
+        mode_ = TransferMode::DIRECT;
+    } else {
+        mode_ = TransferMode::PIPELINE;
+    }
+    chunk_size_ = std::min<std::size_t>(env.chunk_size, ctx.knobs.chunk_size);
+    if (chunk_size_ == 0) chunk_size_ = ctx.knobs.chunk_size;
+    depth_ = std::max<std::size_t>(1, std::min<std::size_t>(env.depth, std::max<long>(2, ctx.knobs.pipeline_depth)));
+    nchunks_ = (bytes_ + chunk_size_ - 1) / chunk_size_;
+    set_status(&status, status.MPI_SOURCE, status.MPI_TAG, bytes_, MPI_SUCCESS, false);
+    if (ctx.knobs.verbose >= 1)
+        std::fprintf(stderr, "[mpiacc %d] %s: RTS id=%llu from %d: %llu bytes %s -> %s, mode %s, chunk %zu x%zu%s\n",
+                     ctx.world_rank, call, static_cast<unsigned long long>(env.transfer_id), peer_,
+                     static_cast<unsigned long long>(env.size), buf_kind_name(sender_kind),
+                     buf_kind_name(dest_.kind), mode_name(mode_), chunk_size_, depth_,
+                     truncated_ ? " (truncating)" : "");
+    ctx.receivers[{peer_, env.transfer_id}] = this;
+    registered_ = true;
+
+    if (mode_ == TransferMode::IPC) {
+        counter("protocol.recv.ipc")++;
+        std::string why;
+        int rc = cuda->ipc_import(env.ipc, bytes_, &ipc_source_, &why);
+        if (rc != MPI_SUCCESS) {
+            // Nothing was pulled: the sender still needs a reply, so fall back to the
+            // pipeline rather than strand it.
+            counter("protocol.ipc.fallback")++;
+            mode_ = TransferMode::PIPELINE;
+        } else {
+            state_ = State::IPC_PULL;
+            ipc_step();
+            return;
+        }
+    }
+    if (mode_ == TransferMode::DIRECT) {
+        counter("protocol.recv.direct")++;
+        int rc;
+        if (char *contig = dest_.contiguous_host())
+            rc = netmod().recv_bytes(contig, bytes_, peer_, data_tag(env.transfer_id, ctx.tag_ub), &data_request_);
+        else
+            rc = netmod().recv_typed(dest_.host, dest_.count, dest_.type.get(), peer_,
+                                     data_tag(env.transfer_id, ctx.tag_ub), &data_request_);
+        if (rc != MPI_SUCCESS) {
+            fail(MPI_ERR_OTHER, "posting the data receive failed");
+            return;
+        }
+        state_ = State::DATA;
+        send_control(ControlType::CTS, static_cast<std::uint16_t>(mode_));
+        return;
+    }
+    counter("protocol.recv.pipeline")++;
+    if (dest_.kind == BufKind::HOST && !dest_.contiguous_host()) packed_.resize(bytes_);
+    if (dest_.kind != BufKind::HOST) pool_ = dest_.device->staging_pool();
+    state_ = State::AWAIT_SLOT;
+    pipeline_step();
+}
+
+void RecvOp::send_control(ControlType type, std::uint16_t mode_or_status) {
+    Context &ctx = context();
+    std::memset(&control_, 0, sizeof control_);
+    control_.magic = kEnvelopeMagic;
+    control_.type = static_cast<std::uint16_t>(type);
+    control_.transfer_id = envelope_.transfer_id;
+    control_.bytes = bytes_;
+    if (type == ControlType::CTS) {
+        control_.mode = mode_or_status;
+        control_.chunk_size = static_cast<std::uint32_t>(chunk_size_);
+        control_.depth = static_cast<std::uint16_t>(depth_);
+    } else {
+        control_.status = mode_or_status;
+    }
+    if (netmod().send_bytes(&control_, sizeof control_, peer_, kControlTag, &control_request_) != MPI_SUCCESS)
+        fail(MPI_ERR_OTHER, "sending the CTS/FIN control message failed");
+}
+
+void RecvOp::pipeline_step() {
+    Context &ctx = context();
+    const int tag = data_tag(envelope_.transfer_id, ctx.tag_ub);
+    if (state_ == State::AWAIT_SLOT && pool_) {
+        // Hold one staging slot before the CTS goes out: a transfer whose data may flow
+        // always has somewhere to land, so pools cannot deadlock each other (DESIGN 2.7).
+        if (nchunks_ > 0 && !reserved_slot_) {
+            if (chunk_size_ > pool_->slot_size()) chunk_size_ = pool_->slot_size();
+            nchunks_ = (bytes_ + chunk_size_ - 1) / chunk_size_;
+            reserved_slot_ = pool_->acquire();
+            if (!reserved_slot_) {
+                if (pool_->allocations() == 0 && !pool_->last_error().empty()) {
+                    // The sender is waiting for a CTS: answer it with nothing to send, so
+                    // it completes, then fail locally.
+                    std::string why = pool_->last_error();
+                    bytes_ = 0;
+                    send_control(ControlType::CTS, static_cast<std::uint16_t>(mode_));
+                    fail(MPI_ERR_NO_MEM, "no pinned staging memory: " + why);
+                    return;
+                }
+                counter("pool.wait")++;
+                return;
+            }
+        }
+    }
+    for (auto it = chunks_.begin(); it != chunks_.end();) {
+        ChunkState &c = *it;
+        bool done = false;
+        if (c.stage == ChunkState::Stage::NETWORK) {
+            int flag = 0;
+            PMPI_Test(&c.request, &flag, MPI_STATUS_IGNORE);
+            if (flag) {
+                if (c.staging) {
+                    std::string why;
+                    int rc = dest_.device->copy_from_host(c.offset, c.staging, c.len, &c.copy, &why);
+                    if (rc != MPI_SUCCESS) {
+                        fail(rc, "copying a chunk into device memory failed: " + why);
+                        return;
+                    }
+                    c.stage = ChunkState::Stage::LANDING;
+                } else {
+                    done = true;
+                }
+            }
+        }
+        if (c.stage == ChunkState::Stage::LANDING && c.copy->test()) {
+            if (c.copy->error() != MPI_SUCCESS) {
+                fail(c.copy->error(), "copying a chunk into device memory failed");
+                return;
+            }
+            done = true;
+        }
+        if (done) {
+            if (c.staging) c.pool->release(c.staging);
+            ++chunks_done_;
+            it = chunks_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    while (chunks_.size() < depth_ && next_chunk_ < nchunks_) {
+        ChunkState c;
+        c.index = next_chunk_;
+        c.offset = next_chunk_ * chunk_size_;
+        c.len = std::min(chunk_size_, bytes_ - c.offset);
+        void *into;
+        if (dest_.kind == BufKind::HOST) {
+            into = (packed_.empty() ? dest_.contiguous_host() : packed_.data()) + c.offset;
+        } else {
+            void *slot = reserved_slot_ ? reserved_slot_ : pool_->acquire();
+            reserved_slot_ = nullptr;
+            if (!slot) {
+                counter("pool.wait")++;
+                break;
+            }
+            c.staging = slot;
+            c.pool = pool_;
+            into = slot;
+        }
+        if (netmod().recv_bytes(into, c.len, peer_, tag, &c.request) !=
+            MPI_SUCCESS) {
+            if (c.staging) pool_->release(c.staging);
+            fail(MPI_ERR_OTHER, "posting a chunk receive failed");
+            return;
+        }
+        c.stage = ChunkState::Stage::NETWORK;
+        chunks_.push_back(std::move(c));
+        ++next_chunk_;
+    }
+    if (state_ == State::AWAIT_SLOT) {
+        // Chunk receives are posted before the CTS, so the first chunk finds its receive.
+        state_ = State::DATA;
+        send_control(ControlType::CTS, static_cast<std::uint16_t>(mode_));
+    }
+    if (chunks_done_ == nchunks_) finish_data();
+}
+
+void RecvOp::ipc_step() {
+    Context &ctx = context();
+    if (ipc_copies_.empty() && bytes_ > 0 && ipc_source_) {
+        // Pull in chunks on alternating streams so the tail of the transfer overlaps
+        // its head's completion.
+        const std::size_t piece = std::max<std::size_t>(chunk_size_, 4u << 20);
+        for (std::size_t off = 0; off < bytes_; off += piece) {
+            std::size_t len = std::min(piece, bytes_ - off);
+            std::unique_ptr<Completion> done;
+            std::string why;
+            int rc = dest_.kind == BufKind::HOST
+                         ? ipc_source_->copy_to_host(off, dest_.contiguous_host() + off, len, &done, &why)
+                         : ipc_source_->copy_to_device(off, *dest_.device, off, len, &done, &why);
+            if (rc != MPI_SUCCESS) {
+                fail(rc, "IPC pull from the sender's device memory failed: " + why);
+                send_control(ControlType::FIN, static_cast<std::uint16_t>(rc));
+                state_ = State::FIN;
+                return;
+            }
+            ipc_copies_.push_back(std::move(done));
+        }
+    }
+    for (auto &c : ipc_copies_) {
+        if (!c->test()) return;
+        if (c->error() != MPI_SUCCESS) {
+            int err = c->error();
+            ipc_copies_.clear();
+            fail(err, "IPC pull from the sender's device memory failed");
+            send_control(ControlType::FIN, static_cast<std::uint16_t>(err));
+            state_ = State::FIN;
+            return;
+        }
+    }
+    ipc_copies_.clear();
+    ipc_source_.reset();
+    (void)ctx;
+    set_status(&status, status.MPI_SOURCE, status.MPI_TAG, bytes_,
+               truncated_ ? make_error_code(MPI_ERR_TRUNCATE, call,
+                                            format("message of %llu bytes is longer than the receive buffer (%zu bytes)",
+                                                   static_cast<unsigned long long>(envelope_.size), dest_.bytes))
+                          : MPI_SUCCESS,
+               false);
+    error = status.MPI_ERROR;
+    send_control(ControlType::FIN, 0);
+    state_ = State::FIN;
+}
+
+void RecvOp::finish_data() {
+    if (!packed_.empty()) unpack_range(packed_.data(), bytes_, dest_.host, dest_.count, dest_.type.get(), 0);
+    int err = MPI_SUCCESS;
+    if (truncated_)
+        err = make_error_code(MPI_ERR_TRUNCATE, call,
+                              format("message of %llu bytes is longer than the receive buffer (%zu bytes)",
+                                     static_cast<unsigned long long>(envelope_.size), dest_.bytes));
+    set_status(&status, status.MPI_SOURCE, status.MPI_TAG, bytes_, err, false);
+    error = err;
+    if (registered_) {
+        context().receivers.erase({peer_, envelope_.transfer_id});
+        registered_ = false;
+    }
+    state_ = State::DONE;
+}
+
+}  // namespace mpiacc

@@ -1,0 +1,307 @@
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "core/context.h"
+#include "core/counters.h"
+#include "core/error.h"
+#include "netmod/netmod.h"
+#include "pool/pinned_pool.h"
+#include "protocol/transfer.h"
+
+namespace mpiacc {
+
+int SendOp::start(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode,
+                  const char *call, std::unique_ptr<SendOp> *out) {
+    Context &ctx = context();
+    std::unique_ptr<SendOp> op(new SendOp());
+    op->source_ = std::move(source);
+    op->comm = comm;
+    op->call = call;
+    op->peer_ = world_rank_of(comm, dest);
+    op->id_ = ctx.new_transfer_id();
+
+    Envelope &e = op->envelope_;
+    std::memset(&e, 0, sizeof e);
+    e.magic = kEnvelopeMagic;
+    e.version = kProtocolVersion;
+    e.buf_kind = static_cast<std::uint16_t>(op->source_.kind);
+    e.size = op->source_.bytes;
+    e.transfer_id = op->id_;
+    e.sender_rank = ctx.world_rank;
+    e.chunk_size = static_cast<std::uint32_t>(ctx.knobs.chunk_size);
+    e.depth = static_cast<std::uint16_t>(std::max<long>(2, ctx.knobs.pipeline_depth));
+    e.node_id = ctx.node_id;
+    if (op->source_.device && ctx.knobs.ipc && op->source_.device->ipc_export(&e.ipc))
+        e.flags |= kEnvelopeHasIpc;
+
+    int rc;
+    switch (mode) {
+        case SendMode::BUFFERED:
+            rc = PMPI_Ibsend(&op->envelope_, kEnvelopeBytes, MPI_BYTE, dest, tag, comm, &op->envelope_request_);
+            break;
+        case SendMode::READY:
+            rc = PMPI_Irsend(&op->envelope_, kEnvelopeBytes, MPI_BYTE, dest, tag, comm, &op->envelope_request_);
+            break;
+        default:
+            // Synchronous sends need nothing more: the sender completes only after the
+            // receiver's CTS or FIN, which it sends once the envelope has matched.
+            rc = PMPI_Isend(&op->envelope_, kEnvelopeBytes, MPI_BYTE, dest, tag, comm, &op->envelope_request_);
+            break;
+    }
+    if (rc != MPI_SUCCESS) return rc;
+    ctx.senders[op->id_] = op.get();
+    op->registered_ = true;
+    if (ctx.knobs.verbose >= 1)
+        std::fprintf(stderr, "[mpiacc %d] %s: RTS id=%llu to %d: %zu bytes from %s%s\n", ctx.world_rank, call,
+                     static_cast<unsigned long long>(op->id_), op->peer_, op->source_.bytes,
+                     buf_kind_name(op->source_.kind), (e.flags & kEnvelopeHasIpc) ? " (IPC offered)" : "");
+    *out = std::move(op);
+    return MPI_SUCCESS;
+}
+
+SendOp::~SendOp() {
+    if (registered_) context().senders.erase(id_);
+    for (auto &c : chunks_) {
+        if (c.request != MPI_REQUEST_NULL) {
+            PMPI_Cancel(&c.request);
+            PMPI_Request_free(&c.request);
+        }
+        if (c.staging) c.pool->release(c.staging);
+    }
+    if (envelope_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&envelope_request_);
+    if (data_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&data_request_);
+    if (abort_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&abort_request_);
+}
+
+void SendOp::on_control(const ControlMessage &msg) {
+    reply_ = msg;
+    have_reply_ = true;
+}
+
+int SendOp::cancel() {
+    // Only a send whose envelope has not matched yet can be cancelled, as in MPICH.
+    if (state_ != State::AWAIT_REPLY || have_reply_ || envelope_request_ == MPI_REQUEST_NULL) return MPI_SUCCESS;
+    PMPI_Cancel(&envelope_request_);
+    MPI_Status st;
+    PMPI_Wait(&envelope_request_, &st);
+    int was_cancelled = 0;
+    PMPI_Test_cancelled(&st, &was_cancelled);
+    if (was_cancelled) {
+        cancelled_ = true;
+        set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS, true);
+        state_ = State::DONE;
+        complete = true;
+    }
+    return MPI_SUCCESS;
+}
+
+void SendOp::fail(int error_class, const char *what) {
+    error = make_error_code(error_class, call, what);
+    // Tell the receiver, which has posted chunk receives after its CTS, so it fails too
+    // instead of waiting for data that will not come.
+    if (state_ == State::DATA && !aborted_to_peer_) {
+        std::memset(&abort_msg_, 0, sizeof abort_msg_);
+        abort_msg_.magic = kEnvelopeMagic;
+        abort_msg_.type = static_cast<std::uint16_t>(ControlType::ABORT);
+        abort_msg_.transfer_id = id_;
+        abort_msg_.status = static_cast<std::uint16_t>(error_class);
+        netmod().send_bytes(&abort_msg_, sizeof abort_msg_, peer_, kControlTag, &abort_request_);
+        aborted_to_peer_ = true;
+    }
+    for (auto &c : chunks_) {
+        if (c.request != MPI_REQUEST_NULL) {
+            PMPI_Cancel(&c.request);
+            PMPI_Request_free(&c.request);
+        }
+        if (c.staging) c.pool->release(c.staging);
+    }
+    chunks_.clear();
+    set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, error, false);
+    state_ = State::DONE;
+}
+
+void SendOp::progress() {
+    if (envelope_request_ != MPI_REQUEST_NULL) {
+        int flag = 0;
+        PMPI_Test(&envelope_request_, &flag, MPI_STATUS_IGNORE);
+    }
+    if (state_ == State::AWAIT_REPLY && have_reply_) start_data();
+    if (state_ == State::DATA) {
+        if (data_request_ != MPI_REQUEST_NULL) {
+            int flag = 0;
+            PMPI_Test(&data_request_, &flag, MPI_STATUS_IGNORE);
+            if (flag) finish();
+        } else {
+            pipeline_step();
+        }
+    }
+    if (abort_request_ != MPI_REQUEST_NULL) {
+        int flag = 0;
+        PMPI_Test(&abort_request_, &flag, MPI_STATUS_IGNORE);
+    }
+    if (state_ == State::DONE && envelope_request_ == MPI_REQUEST_NULL && abort_request_ == MPI_REQUEST_NULL)
+        complete = true;
+}
+
+void SendOp::start_data() {
+    Context &ctx = context();
+    auto type = static_cast<ControlType>(reply_.type);
+    if (type == ControlType::FIN) {
+        // IPC pull: the receiver copied the data itself.
+        counter("protocol.send.ipc")++;
+        finish();
+        return;
+    }
+    if (type != ControlType::CTS || reply_.bytes > source_.bytes) {
+        fail(MPI_ERR_INTERN, "protocol error: unexpected control message from the receiver");
+        return;
+    }
+    send_bytes_ = reply_.bytes;
+    auto mode = static_cast<TransferMode>(reply_.mode);
+    state_ = State::DATA;
+    const int tag = data_tag(id_, ctx.tag_ub);
+    if (mode == TransferMode::DIRECT) {
+        counter("protocol.send.direct")++;
+        if (source_.kind != BufKind::HOST) {
+            fail(MPI_ERR_INTERN, "protocol error: direct mode chosen for a device buffer");
+            return;
+        }
+        int rc;
+        if (char *contig = source_.contiguous_host()) {
+            rc = netmod().send_bytes(contig, send_bytes_, peer_, tag, &data_request_);
+        } else if (send_bytes_ == source_.bytes) {
+            rc = netmod().send_typed(source_.host, source_.count, source_.type.get(), peer_, tag, &data_request_);
+        } else {
+            prefix_.resize(send_bytes_);
+            rc = pack_range(source_.host, source_.count, source_.type.get(), 0, prefix_.data(), send_bytes_);
+            if (rc == MPI_SUCCESS)
+                rc = netmod().send_bytes(prefix_.data(), send_bytes_, peer_, tag, &data_request_);
+        }
+        if (rc != MPI_SUCCESS) fail(MPI_ERR_OTHER, "sending the data of a direct transfer failed");
+        return;
+    }
+    if (mode != TransferMode::PIPELINE) {
+        fail(MPI_ERR_INTERN, "protocol error: unknown transfer mode in CTS");
+        return;
+    }
+    counter("protocol.send.pipeline")++;
+    if (source_.kind == BufKind::HOST && !source_.contiguous_host()) {
+        source_.packed.resize(source_.bytes);
+        if (pack_range(source_.host, source_.count, source_.type.get(), 0, source_.packed.data(), source_.bytes) !=
+            MPI_SUCCESS) {
+            fail(MPI_ERR_TYPE, "packing the send buffer failed");
+            return;
+        }
+    }
+    chunk_size_ = reply_.chunk_size;
+    depth_ = std::max<std::size_t>(1, reply_.depth);
+    if (chunk_size_ == 0) {
+        fail(MPI_ERR_INTERN, "protocol error: zero chunk size in CTS");
+        return;
+    }
+    nchunks_ = (send_bytes_ + chunk_size_ - 1) / chunk_size_;
+    pipeline_step();
+}
+
+void SendOp::pipeline_step() {
+    Context &ctx = context();
+    const int tag = data_tag(id_, ctx.tag_ub);
+    // Device-to-host copies that finished make their chunk ready.
+    for (auto &c : chunks_) {
+        if (c.stage == ChunkState::Stage::COPYING && c.copy && c.copy->test()) {
+            if (c.copy->error() != MPI_SUCCESS) {
+                fail(c.copy->error(), "copying a chunk of the device send buffer to host memory failed");
+                return;
+            }
+            c.copy.reset();
+            c.stage = ChunkState::Stage::NETWORK;
+        }
+    }
+    // Chunks go out in order: the receiver matches them by order on one tag.
+    bool posted = true;
+    while (posted) {
+        posted = false;
+        for (auto &c : chunks_) {
+            if (c.index == next_to_send_ && c.stage == ChunkState::Stage::NETWORK && !c.sent) {
+                const void *from = c.staging ? c.staging : source_.contiguous_host() + c.offset;
+                if (netmod().send_bytes(from, c.len, peer_, tag, &c.request) !=
+                    MPI_SUCCESS) {
+                    fail(MPI_ERR_OTHER, "sending a pipeline chunk failed");
+                    return;
+                }
+                c.sent = true;
+                ++next_to_send_;
+                posted = true;
+            }
+        }
+    }
+    for (auto it = chunks_.begin(); it != chunks_.end();) {
+        int flag = 0;
+        if (it->sent) PMPI_Test(&it->request, &flag, MPI_STATUS_IGNORE);
+        if (flag) {
+            if (it->staging) it->pool->release(it->staging);
+            ++chunks_done_;
+            it = chunks_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    while (chunks_.size() < depth_ && next_chunk_ < nchunks_) {
+        ChunkState c;
+        c.index = next_chunk_;
+        c.offset = next_chunk_ * chunk_size_;
+        c.len = std::min(chunk_size_, send_bytes_ - c.offset);
+        if (source_.kind == BufKind::HOST) {
+            c.stage = ChunkState::Stage::NETWORK;
+        } else {
+            PinnedPool *pool = source_.device->staging_pool();
+            if (chunk_size_ > pool->slot_size()) {
+                fail(MPI_ERR_INTERN, "protocol error: chunk size larger than the staging slot");
+                return;
+            }
+            void *slot = pool->acquire();
+            if (!slot) {
+                if (pool->allocations() == 0 && !pool->last_error().empty()) {
+                    fail(MPI_ERR_NO_MEM, ("no pinned staging memory: " + pool->last_error()).c_str());
+                    return;
+                }
+                counter("pool.wait")++;
+                break;  // back-pressure: wait for a slot
+            }
+            c.staging = slot;
+            c.pool = pool;
+            std::string why;
+            int rc = source_.device->copy_to_host(c.offset, slot, c.len, &c.copy, &why);
+            if (rc != MPI_SUCCESS) {
+                pool->release(slot);
+                fail(rc, ("staging the device send buffer failed: " + why).c_str());
+                return;
+            }
+            c.stage = ChunkState::Stage::COPYING;
+        }
+        chunks_.push_back(std::move(c));
+        ++next_chunk_;
+        if (ctx.knobs.verbose >= 2)
+            std::fprintf(stderr, "[mpiacc %d] id=%llu chunk %zu/%zu\n", ctx.world_rank,
+                         static_cast<unsigned long long>(id_), next_chunk_, nchunks_);
+    }
+    // A chunk made ready by this round goes out now rather than next round.
+    if (!chunks_.empty() && chunks_.front().index == next_to_send_ &&
+        chunks_.front().stage == ChunkState::Stage::NETWORK && !chunks_.front().sent) {
+        pipeline_step();
+        return;
+    }
+    if (chunks_done_ == nchunks_) finish();
+}
+
+void SendOp::finish() {
+    set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS, false);
+    state_ = State::DONE;
+    if (registered_) {
+        context().senders.erase(id_);
+        registered_ = false;
+    }
+}
+
+}  // namespace mpiacc

@@ -1,0 +1,223 @@
+// The rendezvous state machines (DESIGN.md 2): SendOp on the sender, RecvOp on the
+// receiver, PersistentOp wrapping either, and the control channel that carries CTS and
+// FIN on the private communicator.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "accel/accel.h"
+#include "core/op.h"
+#include "datatype/layout.h"
+#include "protocol/envelope.h"
+
+namespace mpiacc {
+
+class PinnedPool;
+
+// A reference on a datatype that outlives the user's MPI_Type_free (BRIEF A4): builtin
+// types are kept as they are; derived types are duplicated.
+class TypeRef {
+public:
+    TypeRef() = default;
+    explicit TypeRef(MPI_Datatype t);
+    ~TypeRef();
+    TypeRef(const TypeRef &) = delete;
+    TypeRef &operator=(const TypeRef &) = delete;
+    TypeRef(TypeRef &&o) noexcept : type_(o.type_), owned_(o.owned_) { o.owned_ = false; }
+    TypeRef &operator=(TypeRef &&o) noexcept;
+    MPI_Datatype get() const { return type_; }
+
+private:
+    MPI_Datatype type_ = MPI_DATATYPE_NULL;
+    bool owned_ = false;
+};
+
+// One side's buffer: host memory described by (buf, count, type), or a captured device
+// buffer. The protocol moves byte ranges of it.
+struct MessageBuffer {
+    BufKind kind = BufKind::HOST;
+    void *host = nullptr;            // host: the user's buffer
+    int count = 0;
+    TypeRef type;
+    Layout layout;
+    std::vector<char> packed;        // host: packed copy (non-contiguous source, Bsend)
+    std::unique_ptr<DeviceBuffer> device;
+    std::size_t bytes = 0;           // packed size (send) or capacity (receive)
+
+    // Host memory holding bytes [0, bytes) contiguously, or null when not available.
+    char *contiguous_host() const;
+};
+
+enum class SendMode { STANDARD, BUFFERED, SYNCHRONOUS, READY };
+
+struct ChunkState {
+    std::size_t index = 0, offset = 0, len = 0;
+    bool sent = false;  // sender: its network send is posted
+    void *staging = nullptr;
+    PinnedPool *pool = nullptr;
+    std::unique_ptr<Completion> copy;
+    MPI_Request request = MPI_REQUEST_NULL;
+    enum class Stage { COPYING, NETWORK, LANDING } stage = Stage::COPYING;
+};
+
+class SendOp : public Op {
+public:
+    // Sends the envelope at once on the user's communicator (so ordering holds, DESIGN
+    // 2.1) and waits for the receiver's CTS or FIN.
+    static int start(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode,
+                     const char *call, std::unique_ptr<SendOp> *out);
+    ~SendOp() override;
+    void progress() override;
+    int cancel() override;
+    void on_control(const ControlMessage &msg);
+
+private:
+    SendOp() = default;
+    void fail(int error_class, const char *what);
+    void start_data();
+    void pipeline_step();
+    void finish();
+
+    enum class State { AWAIT_REPLY, DATA, DONE } state_ = State::AWAIT_REPLY;
+    MessageBuffer source_;
+    Envelope envelope_{};
+    MPI_Request envelope_request_ = MPI_REQUEST_NULL;
+    int peer_ = -1;  // receiver's rank in the private communicator
+    std::uint64_t id_ = 0;
+    bool registered_ = false;
+    ControlMessage reply_{};
+    bool have_reply_ = false;
+    MPI_Request data_request_ = MPI_REQUEST_NULL;  // DIRECT
+    std::vector<char> prefix_;                     // DIRECT, truncated non-contiguous
+    std::vector<ChunkState> chunks_;
+    std::size_t next_chunk_ = 0, next_to_send_ = 0, chunks_done_ = 0, nchunks_ = 0;
+    std::size_t chunk_size_ = 0, depth_ = 0, send_bytes_ = 0;
+    bool cancelled_ = false;
+    bool aborted_to_peer_ = false;
+    ControlMessage abort_msg_{};
+    MPI_Request abort_request_ = MPI_REQUEST_NULL;
+};
+
+// A receive MPI-ACC handles: into device memory, into a bounce buffer (receives smaller
+// than an envelope), or a host receive that turned out to be an envelope.
+class RecvOp : public Op {
+public:
+    // Posts the matching receive on the user's communicator. When `watch_user_handle` is
+    // set, the host buffer itself is posted and *matching is the user's handle.
+    static int post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const char *call,
+                    bool watch_user_handle, std::unique_ptr<RecvOp> *out, MPI_Request *matching);
+    // Continues from an envelope (or payload) already received into `data` of `len` bytes
+    // with matching status `st` (blocking receive, probe stash, MPI_Mrecv).
+    static int from_matched(MessageBuffer &&dest, const void *data, std::size_t len,
+                            const MPI_Status &st, MPI_Comm comm, const char *call,
+                            std::unique_ptr<RecvOp> *out);
+    // Continues a watched host receive whose request already completed (MPICH freed it).
+    static int from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &st, MPI_Comm comm,
+                                           const char *call, std::unique_ptr<RecvOp> *out);
+    ~RecvOp() override;
+    void progress() override;
+    int cancel() override;
+    // The sender gave up after the CTS (ABORT): fail instead of waiting for chunks.
+    void on_abort(const ControlMessage &msg);
+    // The MPICH request of a watched receive, kept (not freed) until the user retires it.
+    MPI_Request watched_request() const { return matching_request_; }
+
+private:
+    RecvOp() = default;
+    void fail(int error_class, const std::string &what);
+    void on_matched(const MPI_Status &st, const void *data, std::size_t len);
+    void deliver_payload(const void *data, std::size_t len);
+    void on_envelope(const Envelope &env);
+    void send_control(ControlType type, std::uint16_t mode_or_status);
+    void pipeline_step();
+    void ipc_step();
+    void finish_data();
+
+    enum class State { MATCHING, PAYLOAD_COPY, AWAIT_SLOT, DATA, IPC_PULL, FIN, DONE };
+    State state_ = State::MATCHING;
+    MessageBuffer dest_;
+    MPI_Request matching_request_ = MPI_REQUEST_NULL;
+    bool matching_is_user_handle_ = false;
+    std::vector<char> bounce_;
+    std::unique_ptr<Completion> payload_copy_;
+    Envelope envelope_{};
+    int peer_ = -1;
+    TransferMode mode_ = TransferMode::DIRECT;
+    std::size_t bytes_ = 0, chunk_size_ = 0, depth_ = 0, nchunks_ = 0;
+    bool truncated_ = false;
+    ControlMessage control_{};
+    MPI_Request control_request_ = MPI_REQUEST_NULL;
+    MPI_Request data_request_ = MPI_REQUEST_NULL;
+    std::vector<char> packed_;  // non-contiguous host destination
+    std::vector<ChunkState> chunks_;
+    std::size_t next_chunk_ = 0, chunks_done_ = 0;
+    void *reserved_slot_ = nullptr;  // first slot, held before the CTS goes out
+    PinnedPool *pool_ = nullptr;
+    std::unique_ptr<DeviceBuffer> ipc_source_;
+    std::unique_ptr<Completion> ipc_ready_;
+    std::vector<std::unique_ptr<Completion>> ipc_copies_;
+    bool registered_ = false;
+};
+
+// MPI_*_init requests: arguments kept, a fresh SendOp/RecvOp per MPI_Start.
+class PersistentOp : public Op {
+public:
+    enum class Kind { SEND, RECV };
+    PersistentOp(Kind kind, void *buf, int count, MPI_Datatype type, int peer, int tag,
+                 MPI_Comm comm, SendMode mode, const char *call);
+    int start() override;
+    void progress() override;
+    int cancel() override;
+    bool active() const override { return running_ != nullptr; }
+    bool persistent() const override { return true; }
+    void reset_after_completion() override;
+
+private:
+    Kind kind_;
+    void *buf_;
+    int count_;
+    TypeRef type_;
+    int peer_, tag_;
+    SendMode mode_;
+    std::unique_ptr<Op> running_;
+};
+
+// Receives CTS/FIN messages on the private communicator with a fixed number of posted
+// receives (DESIGN 2.7: bounded by configuration, not by message count).
+class ControlChannel {
+public:
+    explicit ControlChannel(int slots);
+    ~ControlChannel();
+    void poll();
+    void shutdown();
+
+private:
+    std::vector<ControlMessage> buffers_;
+    std::vector<MPI_Request> requests_;
+};
+
+// An envelope a probe had to receive to learn the message's real size.
+// Usually an envelope; a 200-byte payload from a program not using MPI-ACC is kept as
+// received and delivered as is.
+struct StashedEnvelope {
+    MPI_Comm comm;
+    MPI_Status status;  // matching status as MPICH reported it (count = envelope bytes)
+    Envelope envelope;
+    MPI_Request placeholder = MPI_REQUEST_NULL;  // backs a fake MPI_Message handle
+    bool is_envelope() const { return looks_like_envelope(&envelope, sizeof envelope); }
+};
+
+// Builds the MessageBuffer for a call's (buf, count, type) with the classified attrs:
+// host, or a device buffer captured now. Returns an MPI error class with *why on failure.
+int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs,
+                        MessageBuffer *out, std::string *why);
+
+// Status fields for MPI-ACC-completed operations.
+void set_status(MPI_Status *st, int source, int tag, std::size_t bytes, int error, bool cancelled);
+
+}  // namespace mpiacc
