@@ -2,27 +2,32 @@
 
 #include <cstdarg>
 #include <cstdio>
-#include <map>
-#include <mutex>
-#include <vector>
+
+// MPICH's own constructor of instance-specific error codes. It is part of MPICH's public
+// ABI (MPICH_API_PUBLIC; ROMIO builds its errors with it) and is the only way to give an
+// error code of a predefined class its own message: in MPICH 4.0, MPI_Add_error_code on a
+// predefined class yields a code whose MPI_Error_string ignores MPI_Add_error_string.
+extern "C" int MPIR_Err_create_code(int lastcode, int fatal, const char fcname[], int line, int error_class,
+                                    const char generic_msg[], const char specific_msg[], ...);
 
 namespace mpiacc {
 
 namespace {
 
-// MPI has no way to attach a message to a single error occurrence, so each class gets a
-// small ring of dynamic codes (MPI_Add_error_code) whose strings are replaced as they are
-// reused. The ring is long enough that a code returned to the user keeps its message
-// while later errors are raised.
-constexpr int kCodesPerClass = 16;
-
-struct CodeRing {
-    std::vector<int> codes;
-    int next = 0;
-};
-
-std::mutex ring_mutex;
-std::map<int, CodeRing> rings;
+// MPICH's generic message key for each class we raise; the key only has to exist.
+const char *generic_key(int error_class) {
+    switch (error_class) {
+        case MPI_ERR_ARG: return "**arg";
+        case MPI_ERR_BUFFER: return "**buffer";
+        case MPI_ERR_COUNT: return "**count";
+        case MPI_ERR_TYPE: return "**dtype";
+        case MPI_ERR_TRUNCATE: return "**truncate";
+        case MPI_ERR_NO_MEM: return "**nomem";
+        case MPI_ERR_INTERN: return "**intern";
+        case MPI_ERR_REQUEST: return "**request";
+        default: return "**other";
+    }
+}
 
 }  // namespace
 
@@ -36,20 +41,12 @@ std::string format(const char *fmt, ...) {
 }
 
 int make_error_code(int error_class, const char *call, const std::string &message) {
-    std::string text = std::string(call) + ": " + message;
-    if (text.size() >= MPI_MAX_ERROR_STRING) text.resize(MPI_MAX_ERROR_STRING - 1);
-    std::lock_guard<std::mutex> lock(ring_mutex);
-    CodeRing &ring = rings[error_class];
-    int code;
-    if (static_cast<int>(ring.codes.size()) < kCodesPerClass) {
-        if (PMPI_Add_error_code(error_class, &code) != MPI_SUCCESS) return error_class;
-        ring.codes.push_back(code);
-    } else {
-        code = ring.codes[ring.next];
-        ring.next = (ring.next + 1) % kCodesPerClass;
-    }
-    PMPI_Add_error_string(code, text.c_str());
-    return code;
+    // An error class in, or an error code MPICH already made (it keeps its own message).
+    int cls = error_class;
+    PMPI_Error_class(error_class, &cls);
+    if (cls != error_class) return error_class;
+    return MPIR_Err_create_code(MPI_SUCCESS, 0, call, 0, error_class, generic_key(error_class), "%s",
+                                message.c_str());
 }
 
 int raise_error(MPI_Comm comm, int error_class, const char *call, const std::string &message) {

@@ -1,5 +1,6 @@
 #include <cstring>
 
+#include "core/buffer_desc.h"
 #include "core/context.h"
 #include "core/error.h"
 #include "protocol/transfer.h"
@@ -9,8 +10,22 @@ namespace mpiacc {
 TypeRef::TypeRef(MPI_Datatype t) : type_(t) {
     if (t != MPI_DATATYPE_NULL && !is_builtin_type(t)) {
         // Dup keeps the type alive (and its attributes) if the user frees it (BRIEF A4).
-        if (PMPI_Type_dup(t, &type_) == MPI_SUCCESS) owned_ = true;
-        else type_ = t;
+        if (PMPI_Type_dup(t, &type_) == MPI_SUCCESS) {
+            owned_ = true;
+            // The duplicate carries the attributes; the registry must know it does, so
+            // that a persistent request re-reads them at each MPI_Start.
+            Context &ctx = context();
+            if (ctx.tagged_type_count.load() != 0) {
+                bool tagged;
+                {
+                    StateLock lock;
+                    tagged = ctx.tagged_types.count(t) != 0;
+                }
+                if (tagged) note_type_duplicated(type_);
+            }
+        } else {
+            type_ = t;
+        }
     }
 }
 

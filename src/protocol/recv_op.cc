@@ -302,7 +302,6 @@ void RecvOp::on_envelope(const Envelope &env) {
 }
 
 void RecvOp::send_control(ControlType type, std::uint16_t mode_or_status) {
-    Context &ctx = context();
     std::memset(&control_, 0, sizeof control_);
     control_.magic = kEnvelopeMagic;
     control_.type = static_cast<std::uint16_t>(type);
@@ -417,7 +416,6 @@ void RecvOp::pipeline_step() {
 }
 
 void RecvOp::ipc_step() {
-    Context &ctx = context();
     if (ipc_copies_.empty() && bytes_ > 0 && ipc_source_) {
         // Pull in chunks on alternating streams so the tail of the transfer overlaps
         // its head's completion.
@@ -451,7 +449,6 @@ void RecvOp::ipc_step() {
     }
     ipc_copies_.clear();
     ipc_source_.reset();
-    (void)ctx;
     set_status(&status, status.MPI_SOURCE, status.MPI_TAG, bytes_,
                truncated_ ? make_error_code(MPI_ERR_TRUNCATE, call,
                                             format("message of %llu bytes is longer than the receive buffer (%zu bytes)",

@@ -1,0 +1,313 @@
+/* Host-to-host cost of going through libmpiacc, against plain MPICH, in the same run.
+ *
+ * OSU-style latency (ping-pong; one-way time = round trip / 2) and bandwidth (a window
+ * of 64 nonblocking sends, then a one-byte ack) for 8 B .. 4 MiB, on 2 ranks. The
+ * anchor path calls PMPI_* (straight into MPICH); the measured path calls MPI_*
+ * (through libmpiacc, which this program is linked with). The two alternate in
+ * interleaved blocks (rounds run A B B A and B A A B in turn), and each number is the
+ * median over all blocks, so that drift (clocks, caches, neighbours) does not bias one side.
+ *
+ * DESIGN.md section 5: latency through libmpiacc at most 3% above MPICH below the
+ * rendezvous threshold, and large-message bandwidth within 3%. --budget-lat and
+ * --budget-bw check those; --enforce makes a missed budget fail the exit code.
+ *
+ *   mpiexec -n 2 bench/host_overhead [--iters N] [--rounds N] [--max-size N]
+ *           [--csv FILE] [--budget-lat PCT] [--budget-bw PCT] [--enforce]
+ */
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { WINDOW = 64, TAG_DATA = 1, TAG_ACK = 2, MIN_SIZE = 8, MAX_ROUNDS = 1000 };
+
+/* The latency budget holds below the rendezvous threshold (MPIACC_HOST_RNDV_THRESHOLD's
+ * default); the bandwidth budget for "large" messages only, as small ones are latency-bound. */
+#define LAT_BUDGET_MAX_SIZE (8L << 20)
+#define BW_BUDGET_MIN_SIZE (1L << 20)
+
+/* One way into MPI: the same benchmark code runs over either table. */
+typedef struct {
+    const char *name;
+    int (*send)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
+    int (*recv)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
+    int (*isend)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+    int (*irecv)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+    int (*waitall)(int, MPI_Request[], MPI_Status[]);
+} Path;
+
+static const Path mpich_path = {"mpich", PMPI_Send, PMPI_Recv, PMPI_Isend, PMPI_Irecv, PMPI_Waitall};
+static const Path mpiacc_path = {"mpiacc", MPI_Send, MPI_Recv, MPI_Isend, MPI_Irecv, MPI_Waitall};
+
+typedef struct {
+    long iters, rounds, max_size;
+    double budget_lat, budget_bw; /* percent; < 0 when not asked for */
+    int enforce;
+    const char *csv;
+} Options;
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: mpiexec -n 2 host_overhead [--iters N] [--rounds N] [--max-size BYTES]\n"
+            "         [--csv FILE] [--budget-lat PCT] [--budget-bw PCT] [--enforce]\n");
+}
+
+static int parse_long(const char *text, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_pct(const char *text, double *out) {
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || v < 0) return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_options(int argc, char **argv, Options *o) {
+    *o = (Options){.iters = 1000, .rounds = 10, .max_size = 4L << 20, .budget_lat = -1, .budget_bw = -1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok;
+        if (!strcmp(a, "--enforce")) {
+            o->enforce = 1;
+            continue;
+        }
+        if (!v) return 0;
+        if (!strcmp(a, "--iters")) ok = parse_long(v, 10, 100000000, &o->iters);
+        else if (!strcmp(a, "--rounds")) ok = parse_long(v, 1, MAX_ROUNDS, &o->rounds);
+        else if (!strcmp(a, "--max-size")) ok = parse_long(v, MIN_SIZE, 1L << 30, &o->max_size);
+        else if (!strcmp(a, "--csv")) ok = (o->csv = v) != NULL;
+        else if (!strcmp(a, "--budget-lat")) ok = parse_pct(v, &o->budget_lat);
+        else if (!strcmp(a, "--budget-bw")) ok = parse_pct(v, &o->budget_bw);
+        else ok = 0;
+        if (!ok) return 0;
+        i++;
+    }
+    return 1;
+}
+
+/* Fewer iterations for large messages, as OSU does, so a run stays short. */
+static long scaled(long iters, long size, long floor) {
+    long n = size <= 8192 ? iters : iters * 8192 / size;
+    return n < floor ? floor : n;
+}
+
+/* One-way latency in microseconds over `iters` round trips, after `warmup` untimed ones. */
+static double latency_us(const Path *p, int rank, char *sbuf, char *rbuf, int size, long iters,
+                         long warmup) {
+    MPI_Comm comm = MPI_COMM_WORLD;
+    double t0 = 0;
+    PMPI_Barrier(comm);
+    for (long i = 0; i < warmup + iters; i++) {
+        if (i == warmup) t0 = PMPI_Wtime();
+        if (rank == 0) {
+            p->send(sbuf, size, MPI_CHAR, 1, TAG_DATA, comm);
+            p->recv(rbuf, size, MPI_CHAR, 1, TAG_DATA, comm, MPI_STATUS_IGNORE);
+        } else {
+            p->recv(rbuf, size, MPI_CHAR, 0, TAG_DATA, comm, MPI_STATUS_IGNORE);
+            p->send(sbuf, size, MPI_CHAR, 0, TAG_DATA, comm);
+        }
+    }
+    return (PMPI_Wtime() - t0) * 1e6 / (2.0 * (double)iters);
+}
+
+/* Bandwidth in GB/s (1e9 bytes) over `iters` windows. As in osu_bw, the window's
+ * receives share one buffer: only the time matters here, not the bytes. */
+static double bandwidth_GBs(const Path *p, int rank, char *sbuf, char *rbuf, int size, long iters,
+                            long warmup) {
+    MPI_Comm comm = MPI_COMM_WORLD;
+    MPI_Request reqs[WINDOW];
+    char ack = 0;
+    double t0 = 0;
+    PMPI_Barrier(comm);
+    for (long i = 0; i < warmup + iters; i++) {
+        if (i == warmup) t0 = PMPI_Wtime();
+        if (rank == 0) {
+            for (int w = 0; w < WINDOW; w++) p->isend(sbuf, size, MPI_CHAR, 1, TAG_DATA, comm, &reqs[w]);
+            p->waitall(WINDOW, reqs, MPI_STATUSES_IGNORE);
+            p->recv(&ack, 1, MPI_CHAR, 1, TAG_ACK, comm, MPI_STATUS_IGNORE);
+        } else {
+            for (int w = 0; w < WINDOW; w++) p->irecv(rbuf, size, MPI_CHAR, 0, TAG_DATA, comm, &reqs[w]);
+            p->waitall(WINDOW, reqs, MPI_STATUSES_IGNORE);
+            p->send(&ack, 1, MPI_CHAR, 0, TAG_ACK, comm);
+        }
+    }
+    double t = PMPI_Wtime() - t0;
+    return (double)size * WINDOW * (double)iters / t / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct {
+    long size;
+    double lat[2], bw[2]; /* [0] MPICH, [1] MPI-ACC: medians over rounds */
+} Row;
+
+static double lat_overhead(const Row *r) { return (r->lat[1] - r->lat[0]) / r->lat[0] * 100.0; }
+/* Positive = MPI-ACC slower, for both columns. */
+static double bw_overhead(const Row *r) { return (r->bw[0] - r->bw[1]) / r->bw[0] * 100.0; }
+
+/* bench/results/ relative to the working directory, created when missing. */
+static FILE *open_csv(const Options *o, char *path, size_t len) {
+    if (o->csv) {
+        snprintf(path, len, "%s", o->csv);
+    } else {
+        char stamp[32];
+        time_t now = time(NULL);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+        mkdir("bench", 0777);
+        mkdir("bench/results", 0777);
+        snprintf(path, len, "bench/results/host_overhead-%s.csv", stamp);
+    }
+    return fopen(path, "w");
+}
+
+static int write_csv(const Options *o, int argc, char **argv, const Row *rows, int nrows) {
+    char path[4096], host[256] = "unknown", date[64], lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int liblen;
+    time_t now = time(NULL);
+    FILE *f = open_csv(o, path, sizeof path);
+    if (!f) {
+        fprintf(stderr, "host_overhead: cannot write %s: %s\n", path, strerror(errno));
+        return 0;
+    }
+    gethostname(host, sizeof host - 1);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S%z", localtime(&now));
+    MPI_Get_library_version(lib, &liblen);
+    lib[strcspn(lib, "\n")] = '\0';
+    fprintf(f, "# host_overhead date=%s host=%s command=", date, host);
+    for (int i = 0; i < argc; i++) fprintf(f, "%s%s", i ? " " : "", argv[i]);
+    fprintf(f, "\n# mpi=\"%s\" rounds=%ld iters=%ld window=%d median_of=%ld\n", lib, o->rounds, o->iters,
+            WINDOW, 2 * o->rounds);
+    fprintf(f, "size,mpich_lat_us,mpiacc_lat_us,lat_overhead_pct,mpich_bw_GBs,mpiacc_bw_GBs,bw_overhead_pct\n");
+    for (int i = 0; i < nrows; i++) {
+        const Row *r = &rows[i];
+        fprintf(f, "%ld,%.4f,%.4f,%.2f,%.4f,%.4f,%.2f\n", r->size, r->lat[0], r->lat[1], lat_overhead(r),
+                r->bw[0], r->bw[1], bw_overhead(r));
+    }
+    if (fclose(f) != 0) {
+        fprintf(stderr, "host_overhead: cannot write %s: %s\n", path, strerror(errno));
+        return 0;
+    }
+    printf("# csv: %s\n", path);
+    return 1;
+}
+
+/* Prints one PASS/FAIL line for sizes in [lo, hi); returns 1 when the budget holds (or
+ * when no size in range was measured). */
+static int check_budget(const char *what, double budget, const Row *rows, int nrows, long lo, long hi,
+                        double (*overhead)(const Row *)) {
+    int worst = -1;
+    for (int i = 0; i < nrows; i++)
+        if (rows[i].size >= lo && rows[i].size < hi && (worst < 0 || overhead(&rows[i]) > overhead(&rows[worst])))
+            worst = i;
+    if (worst < 0) {
+        printf("budget %s %.1f%%: PASS (no message size in its range was measured)\n", what, budget);
+        return 1;
+    }
+    double w = overhead(&rows[worst]);
+    int pass = w <= budget;
+    printf("budget %s %.1f%%: %s (worst %+.2f%% at %ld B)\n", what, budget, pass ? "PASS" : "FAIL", w,
+           rows[worst].size);
+    return pass;
+}
+
+int main(int argc, char **argv) {
+    int rank, nranks;
+    Options o;
+    MPI_Init(&argc, &argv);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    if (!parse_options(argc, argv, &o) || nranks != 2) {
+        if (rank == 0) {
+            if (nranks != 2) fprintf(stderr, "host_overhead: needs exactly 2 ranks, got %d\n", nranks);
+            usage();
+        }
+        MPI_Finalize();
+        return 2;
+    }
+
+    char *sbuf = malloc((size_t)o.max_size), *rbuf = malloc((size_t)o.max_size);
+    if (!sbuf || !rbuf) {
+        fprintf(stderr, "host_overhead: cannot allocate 2 x %ld bytes\n", o.max_size);
+        PMPI_Abort(MPI_COMM_WORLD, 1);
+        return 1;
+    }
+    memset(sbuf, 'a' + rank, (size_t)o.max_size); /* fault the pages in before timing */
+    memset(rbuf, 0, (size_t)o.max_size);
+
+    const Path *paths[2] = {&mpich_path, &mpiacc_path};
+    Row rows[32];
+    int nrows = 0;
+    double lat[2][2 * MAX_ROUNDS], bw[2][2 * MAX_ROUNDS];
+
+    if (rank == 0) {
+        printf("# host_overhead: 2 ranks, median of %ld blocks per path (%ld rounds, ABBA/BAAB"
+               " interleaved)\n",
+               2 * o.rounds, o.rounds);
+        printf("# overhead %% > 0 means MPI-ACC is slower; bandwidth in GB/s (1e9 B/s), window %d\n", WINDOW);
+        printf("%10s %13s %13s %9s %13s %13s %9s\n", "size", "mpich_lat_us", "mpiacc_lat_us", "lat_ovh%",
+               "mpich_bw_GBs", "mpiacc_bw_GBs", "bw_ovh%");
+        fflush(stdout);
+    }
+    for (long size = MIN_SIZE; size <= o.max_size; size *= 2) {
+        long lat_iters = scaled(o.iters, size, 20), bw_iters = scaled(o.iters / 10, size, 5);
+        long lat_warm = lat_iters / 10 + 1, bw_warm = bw_iters / 10 + 1;
+        int n[2] = {0, 0};
+        for (long round = 0; round < o.rounds; round++) {
+            /* ABBA, then BAAB: each path takes every position equally often. */
+            static const int order[2][4] = {{0, 1, 1, 0}, {1, 0, 0, 1}};
+            for (int k = 0; k < 4; k++) {
+                int p = order[round % 2][k];
+                lat[p][n[p]] = latency_us(paths[p], rank, sbuf, rbuf, (int)size, lat_iters, lat_warm);
+                bw[p][n[p]] = bandwidth_GBs(paths[p], rank, sbuf, rbuf, (int)size, bw_iters, bw_warm);
+                n[p]++;
+            }
+        }
+        Row *r = &rows[nrows++];
+        r->size = size;
+        for (int p = 0; p < 2; p++) {
+            r->lat[p] = median(lat[p], n[p]);
+            r->bw[p] = median(bw[p], n[p]);
+        }
+        if (rank == 0) {
+            printf("%10ld %13.3f %13.3f %+9.2f %13.3f %13.3f %+9.2f\n", size, r->lat[0], r->lat[1],
+                   lat_overhead(r), r->bw[0], r->bw[1], bw_overhead(r));
+            fflush(stdout);
+        }
+    }
+
+    int ok = 1;
+    if (rank == 0) {
+        if (!write_csv(&o, argc, argv, rows, nrows)) ok = 0;
+        if (o.budget_lat >= 0 &&
+            !check_budget("lat", o.budget_lat, rows, nrows, 0, LAT_BUDGET_MAX_SIZE, lat_overhead) && o.enforce)
+            ok = 0;
+        if (o.budget_bw >= 0 &&
+            !check_budget("bw", o.budget_bw, rows, nrows, BW_BUDGET_MIN_SIZE, 1L << 62, bw_overhead) && o.enforce)
+            ok = 0;
+    }
+    PMPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    free(sbuf);
+    free(rbuf);
+    MPI_Finalize();
+    return ok ? 0 : 1;
+}

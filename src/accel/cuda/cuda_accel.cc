@@ -1,0 +1,1180 @@
+#include "accel/cuda/cuda_accel.h"
+
+#include <cuda.h>  // types and enums only: driver functions come from entry points
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "accel/cuda/memtype_cache.h"
+#include "core/context.h"
+#include "core/counters.h"
+#include "core/error.h"
+#include "pool/pinned_pool.h"
+
+namespace mpiacc {
+
+namespace {
+
+static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(IpcExport::mem_handle), "IPC memory handle size");
+static_assert(sizeof(cudaIpcEventHandle_t) == sizeof(IpcExport::event_handle), "IPC event handle size");
+
+// Stream pairs per device. A buffer takes one pair for its copies (double buffering,
+// BRIEF S4); four pairs let four concurrent transfers per device overlap without any of
+// them queueing behind another's copies.
+constexpr unsigned kStreamPairs = 4;
+// Opened peer allocations kept mapped. Each holds the peer's memory alive even after the
+// peer frees it, so the bound matters more than the hit rate past a few dozen.
+constexpr std::size_t kMaxIpcMappings = 64;
+// Opened peer events; a peer's events come from its bounded pool, so this is rarely hit.
+constexpr std::size_t kMaxIpcEvents = 1024;
+// Exported memory handles, per allocation base.
+constexpr std::size_t kMaxExportHandles = 4096;
+
+std::string cuda_text(cudaError_t e) { return format("%s (%s)", cudaGetErrorName(e), cudaGetErrorString(e)); }
+
+// A failed runtime call leaves its error as the thread's last error, where the
+// application's own cudaGetLastError() would find it: take it back.
+cudaError_t quiet(cudaError_t e) {
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    return e;
+}
+
+std::uintptr_t as_addr(const void *p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+// Driver functions the runtime has no equivalent for; null where the driver lacks one.
+struct DriverApi {
+    PFN_cuPointerGetAttributes_v7000 pointer_get_attributes = nullptr;
+    PFN_cuPointerGetAttribute_v4000 pointer_get_attribute = nullptr;
+    PFN_cuMemGetAddressRange_v3020 mem_get_address_range = nullptr;
+    PFN_cuDeviceGet_v2000 device_get = nullptr;
+    PFN_cuDevicePrimaryCtxGetState_v7000 primary_ctx_state = nullptr;
+};
+
+template <class Fn>
+void resolve_entry(const char *symbol, unsigned version, Fn *fn) {
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (quiet(cudaGetDriverEntryPointByVersion(symbol, &p, version, cudaEnableDefault, &found)) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+        *fn = reinterpret_cast<Fn>(p);
+}
+
+// Makes `device` current for a scope and puts the caller's device back afterwards.
+class DeviceGuard {
+public:
+    DeviceGuard(int device, const DriverApi *driver) {
+        if (quiet(cudaGetDevice(&saved_)) != cudaSuccess) saved_ = -1;
+        if (device < 0 || device == saved_) return;
+        error_ = quiet(cudaSetDevice(device));
+        restore_ = error_ == cudaSuccess && saved_ >= 0 && should_restore(saved_, driver);
+    }
+    ~DeviceGuard() {
+        if (restore_) quiet(cudaSetDevice(saved_));
+    }
+    DeviceGuard(const DeviceGuard &) = delete;
+    DeviceGuard &operator=(const DeviceGuard &) = delete;
+    cudaError_t error() const { return error_; }
+
+private:
+    // cudaSetDevice creates the primary context of the device it switches to. A thread
+    // that never chose a device reads device 0; switching "back" to it would make every
+    // rank of a multi-GPU node build a context (hundreds of MiB) on GPU 0. So restore only
+    // to a device whose context already exists; otherwise the thread keeps the device
+    // it was last given work on.
+    static bool should_restore(int device, const DriverApi *d) {
+        if (!d || !d->device_get || !d->primary_ctx_state) return true;
+        CUdevice dev = 0;
+        if (d->device_get(&dev, device) != CUDA_SUCCESS) return true;
+        unsigned flags = 0;
+        int active = 0;
+        if (d->primary_ctx_state(dev, &flags, &active) != CUDA_SUCCESS) return true;
+        return active != 0;
+    }
+
+    int saved_ = -1;
+    bool restore_ = false;
+    cudaError_t error_ = cudaSuccess;
+};
+
+// The pinned segments our staging pools hold, so that a copy into staging memory is known
+// pinned without asking the driver.
+class PinnedRanges {
+public:
+    void add(const void *p, std::size_t n) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ranges_[as_addr(p)] = n;
+    }
+    void remove(const void *p) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ranges_.erase(as_addr(p));
+    }
+    bool contains(const void *p, std::size_t n) const {
+        const std::uintptr_t a = as_addr(p);
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = ranges_.upper_bound(a);
+        if (it == ranges_.begin()) return false;
+        --it;
+        return a - it->first < it->second && n <= it->second - (a - it->first);
+    }
+
+private:
+    mutable std::mutex mutex_;
+    std::map<std::uintptr_t, std::size_t> ranges_;
+};
+
+// cudaMallocHost on the device's NUMA node (BRIEF P5: wrong-socket staging costs up to
+// half the copy bandwidth).
+class CudaPinnedAllocator final : public PinnedAllocator {
+public:
+    CudaPinnedAllocator(int device, std::string pci_bus_id, std::shared_ptr<const DriverApi> driver,
+                        std::shared_ptr<PinnedRanges> ranges)
+        : device_(device), pci_bus_id_(std::move(pci_bus_id)), driver_(std::move(driver)),
+          ranges_(std::move(ranges)), allocations_(counter("cuda.pinned.alloc")) {}
+
+    void *allocate(std::size_t bytes, std::string *why) override {
+        DeviceGuard guard(device_, driver_.get());
+        if (guard.error() != cudaSuccess) {
+            *why = format("cudaSetDevice(%d) for pinned staging memory: %s", device_, cuda_text(guard.error()).c_str());
+            return nullptr;
+        }
+        NumaAllocationScope numa(pci_bus_id_);
+        void *p = nullptr;
+        cudaError_t e = quiet(cudaMallocHost(&p, bytes));
+        if (e != cudaSuccess) {
+            *why = format("cudaMallocHost(%zu bytes) for device %d staging: %s", bytes, device_, cuda_text(e).c_str());
+            return nullptr;
+        }
+        ranges_->add(p, bytes);
+        allocations_.fetch_add(1, std::memory_order_relaxed);
+        return p;
+    }
+
+    void release(void *ptr) override {
+        ranges_->remove(ptr);
+        DeviceGuard guard(device_, driver_.get());
+        quiet(cudaFreeHost(ptr));
+    }
+
+private:
+    int device_;
+    std::string pci_bus_id_;
+    std::shared_ptr<const DriverApi> driver_;
+    std::shared_ptr<PinnedRanges> ranges_;
+    std::atomic<std::int64_t> &allocations_;
+};
+
+// An event a completion or a dependency waits on: a leased pool event, or a peer's event
+// opened through IPC.
+class EventRef {
+public:
+    virtual ~EventRef() = default;
+    virtual cudaEvent_t get() const = 0;
+    // The handle a peer process opens it with; false when it cannot be exported.
+    virtual bool ipc_handle(cudaIpcEventHandle_t * /*out*/) { return false; }
+};
+
+struct PooledEvent {
+    cudaEvent_t event = nullptr;
+    bool has_handle = false;  // cudaIpcGetEventHandle is asked once per event, not per use
+    cudaIpcEventHandle_t handle{};
+};
+
+// Per-device events, reused: creating one costs more than recording it. Timing is off.
+// Each device has two pools: plain events for copies and dependencies, and interprocess
+// ones for dependencies sent to a peer, made only on the IPC path because recording an
+// interprocess event costs 2.5 us against 0.15 us (measured on the H200 machine).
+class EventPool : public std::enable_shared_from_this<EventPool> {
+public:
+    EventPool(int device, bool interprocess, std::shared_ptr<const DriverApi> driver)
+        : device_(device), interprocess_(interprocess), driver_(std::move(driver)),
+          created_(counter("cuda.event.created")) {}
+    ~EventPool() { destroy(free_); }
+    EventPool(const EventPool &) = delete;
+    EventPool &operator=(const EventPool &) = delete;
+
+    std::shared_ptr<EventRef> acquire(std::string *why);
+    void give_back(const PooledEvent &ev) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (!closed_) {
+                free_.push_back(ev);
+                return;
+            }
+        }
+        destroy({ev});
+    }
+    // Shutdown: free the idle events now; leased ones are destroyed as they come back.
+    void close() {
+        std::vector<PooledEvent> idle;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            closed_ = true;
+            idle.swap(free_);
+        }
+        destroy(idle);
+    }
+    int device() const { return device_; }
+    bool interprocess() const { return interprocess_; }
+    const DriverApi *driver() const { return driver_.get(); }
+
+private:
+    void destroy(const std::vector<PooledEvent> &events) {
+        if (events.empty()) return;
+        DeviceGuard guard(device_, driver_.get());
+        for (const auto &ev : events) quiet(cudaEventDestroy(ev.event));
+    }
+
+    int device_;
+    bool interprocess_;
+    std::shared_ptr<const DriverApi> driver_;
+    std::atomic<std::int64_t> &created_;
+    std::mutex mutex_;
+    std::vector<PooledEvent> free_;
+    bool closed_ = false;
+};
+
+class PoolEventLease final : public EventRef {
+public:
+    PoolEventLease(std::shared_ptr<EventPool> pool, const PooledEvent &ev) : pool_(std::move(pool)), ev_(ev) {}
+    ~PoolEventLease() override { pool_->give_back(ev_); }
+    cudaEvent_t get() const override { return ev_.event; }
+    bool ipc_handle(cudaIpcEventHandle_t *out) override {
+        if (!pool_->interprocess()) return false;
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!ev_.has_handle) {
+            DeviceGuard guard(pool_->device(), pool_->driver());
+            if (quiet(cudaIpcGetEventHandle(&ev_.handle, ev_.event)) != cudaSuccess) return false;
+            ev_.has_handle = true;
+        }
+        *out = ev_.handle;
+        return true;
+    }
+
+private:
+    std::shared_ptr<EventPool> pool_;
+    PooledEvent ev_;
+    std::mutex mutex_;
+};
+
+std::shared_ptr<EventRef> EventPool::acquire(std::string *why) {
+    PooledEvent ev;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!free_.empty()) {
+            ev = free_.back();
+            free_.pop_back();
+        }
+    }
+    if (!ev.event) {
+        DeviceGuard guard(device_, driver_.get());
+        cudaError_t e = guard.error();
+        const unsigned flags = cudaEventDisableTiming | (interprocess_ ? cudaEventInterprocess : 0u);
+        if (e == cudaSuccess) e = quiet(cudaEventCreateWithFlags(&ev.event, flags));
+        if (e != cudaSuccess) {
+            *why = format("cudaEventCreateWithFlags on device %d: %s", device_, cuda_text(e).c_str());
+            return nullptr;
+        }
+        created_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return std::make_shared<PoolEventLease>(shared_from_this(), ev);
+}
+
+// A peer's event opened with cudaIpcOpenEventHandle, shared by every import that names it.
+class ImportedEvent final : public EventRef {
+public:
+    ImportedEvent(cudaEvent_t ev, int device, std::shared_ptr<const DriverApi> driver)
+        : ev_(ev), device_(device), driver_(std::move(driver)) {}
+    ~ImportedEvent() override {
+        DeviceGuard guard(device_, driver_.get());
+        quiet(cudaEventDestroy(ev_));
+    }
+    cudaEvent_t get() const override { return ev_; }
+
+private:
+    cudaEvent_t ev_;
+    int device_;
+    std::shared_ptr<const DriverApi> driver_;
+};
+
+// A peer's allocation mapped into this process; closed when the cache and every buffer
+// and copy that use it have let go.
+struct IpcMapping {
+    void *base = nullptr;
+    std::size_t size = 0;  // 0 when the driver could not say
+    int device = -1;
+    std::shared_ptr<const DriverApi> driver;
+
+    IpcMapping() = default;
+    IpcMapping(const IpcMapping &) = delete;
+    IpcMapping &operator=(const IpcMapping &) = delete;
+    ~IpcMapping() {
+        if (!base) return;
+        DeviceGuard guard(device, driver.get());
+        quiet(cudaIpcCloseMemHandle(base));
+    }
+};
+
+// What MPI-ACC keeps per device, created on first use. Buffers share it, so it outlives
+// shutdown() until the last buffer is gone.
+struct DeviceState {
+    int ordinal = -1;
+    std::shared_ptr<const DriverApi> driver;
+    std::unique_ptr<PinnedPool> staging;
+    std::shared_ptr<EventPool> events;      // plain
+    std::shared_ptr<EventPool> ipc_events;  // interprocess
+    std::vector<cudaStream_t> streams;  // kStreamPairs pairs, non-blocking
+    std::atomic<unsigned> next_pair{0};
+
+    DeviceState() = default;
+    DeviceState(const DeviceState &) = delete;
+    DeviceState &operator=(const DeviceState &) = delete;
+    ~DeviceState() {
+        staging.reset();
+        if (streams.empty()) return;
+        DeviceGuard guard(ordinal, driver.get());
+        // Returns at once; the driver releases each stream after its queued work.
+        for (cudaStream_t s : streams) quiet(cudaStreamDestroy(s));
+    }
+};
+
+// A completion that fires when an event has been reached.
+class EventCompletion final : public Completion {
+public:
+    explicit EventCompletion(std::shared_ptr<EventRef> ev) : ev_(std::move(ev)) {}
+    bool test() override {
+        if (done_) return true;
+        cudaError_t e = cudaEventQuery(ev_->get());
+        if (e == cudaErrorNotReady) return false;
+        if (e != cudaSuccess) {
+            quiet(e);
+            error_ = MPI_ERR_OTHER;
+            what_ = "cudaEventQuery on the captured dependency: " + cuda_text(e);
+        }
+        done_ = true;
+        ev_.reset();
+        return true;
+    }
+    int error() const override { return error_; }
+    const std::string &what() const { return what_; }
+
+private:
+    std::shared_ptr<EventRef> ev_;
+    bool done_ = false;
+    int error_ = MPI_SUCCESS;
+    std::string what_;
+};
+
+// One asynchronous copy on an internal stream, ordered after its dependencies.
+//
+// With pinned (or device) memory on both sides the copy is enqueued at once behind
+// cudaStreamWaitEvent. cudaMemcpyAsync with pageable host memory blocks the caller until
+// the stream reaches the copy, i.e. until the user's kernel is done: so such a copy is
+// enqueued only once test() has seen its dependencies complete, and then blocks only for
+// the copy itself.
+class CopyCompletion final : public Completion {
+public:
+    CopyCompletion(std::shared_ptr<DeviceState> device, cudaStream_t stream, void *dst, const void *src,
+                   std::size_t len, std::vector<std::shared_ptr<EventRef>> deps,
+                   std::vector<std::shared_ptr<void>> keep)
+        : device_(std::move(device)), stream_(stream), dst_(dst), src_(src), len_(len), deps_(std::move(deps)),
+          keep_(std::move(keep)) {}
+
+    // Enqueue now, or (host_orders) once the dependencies have completed. Fails only
+    // on an error to report at once.
+    int begin(bool host_orders, std::string *why) {
+        if (!host_orders) return start(why);
+        int ready = poll_dependencies();
+        if (ready < 0) {
+            *why = what_;
+            return error_;
+        }
+        return ready ? start(why) : MPI_SUCCESS;
+    }
+
+    bool test() override {
+        if (finished_) return true;
+        if (!started_) {
+            int ready = poll_dependencies();
+            if (ready < 0) return finish();
+            if (ready == 0) return false;
+            std::string why;
+            if (start(&why) != MPI_SUCCESS) return finish();
+        }
+        cudaError_t e = cudaEventQuery(done_->get());
+        if (e == cudaErrorNotReady) return false;
+        if (e != cudaSuccess) fail("cudaEventQuery after cudaMemcpyAsync: " + cuda_text(quiet(e)));
+        return finish();
+    }
+    int error() const override { return error_; }
+    const std::string &what() const { return what_; }
+
+private:
+    // 1: all reached, 0: some pending, -1: one failed (error_ set).
+    int poll_dependencies() {
+        while (!deps_.empty()) {
+            cudaError_t e = cudaEventQuery(deps_.back()->get());
+            if (e == cudaErrorNotReady) return 0;
+            if (e != cudaSuccess) {
+                fail("cudaEventQuery on the captured dependency: " + cuda_text(quiet(e)));
+                return -1;
+            }
+            deps_.pop_back();
+        }
+        return 1;
+    }
+
+    int start(std::string *why) {
+        DeviceGuard guard(device_->ordinal, device_->driver.get());
+        cudaError_t e = guard.error();
+        const char *step = "cudaSetDevice";
+        if (e == cudaSuccess) {
+            done_ = device_->events->acquire(why);
+            if (!done_) {
+                fail(*why);
+                return error_;
+            }
+        }
+        for (std::size_t i = 0; e == cudaSuccess && i < deps_.size(); ++i) {
+            step = "cudaStreamWaitEvent";
+            e = quiet(cudaStreamWaitEvent(stream_, deps_[i]->get(), 0));
+        }
+        if (e == cudaSuccess) {
+            step = "cudaMemcpyAsync";
+            e = quiet(cudaMemcpyAsync(dst_, src_, len_, cudaMemcpyDefault, stream_));
+        }
+        if (e == cudaSuccess) {
+            step = "cudaEventRecord";
+            e = quiet(cudaEventRecord(done_->get(), stream_));
+        }
+        if (e != cudaSuccess) {
+            fail(format("%s for a %zu-byte copy on device %d: %s", step, len_, device_->ordinal, cuda_text(e).c_str()));
+            *why = what_;
+            return error_;
+        }
+        // Waits are enqueued: the events may go back to their pools.
+        deps_.clear();
+        started_ = true;
+        return MPI_SUCCESS;
+    }
+
+    void fail(const std::string &what) {
+        error_ = MPI_ERR_OTHER;
+        what_ = what;
+    }
+    bool finish() {
+        finished_ = true;
+        done_.reset();
+        deps_.clear();
+        keep_.clear();
+        return true;
+    }
+
+    std::shared_ptr<DeviceState> device_;
+    cudaStream_t stream_;
+    void *dst_;
+    const void *src_;
+    std::size_t len_;
+    std::vector<std::shared_ptr<EventRef>> deps_;
+    std::vector<std::shared_ptr<void>> keep_;  // e.g. the IPC mapping read from
+    std::shared_ptr<EventRef> done_;
+    bool started_ = false;
+    bool finished_ = false;
+    int error_ = MPI_SUCCESS;
+    std::string what_;
+};
+
+}  // namespace
+
+// ------------------------------------------------------------------------------ state
+
+struct CudaAccel::State : std::enable_shared_from_this<CudaAccel::State> {
+    State();
+
+    bool available() {
+        int s = avail.load(std::memory_order_acquire);
+        if (s == 0) {
+            std::call_once(probe_once, [this] { probe(); });
+            s = avail.load(std::memory_order_acquire);
+        }
+        return s == 1;
+    }
+    void probe();
+    bool query_pointer(const void *addr, PointerInfo *info, std::string *why);
+    bool host_is_pinned(const void *p, std::size_t len);
+    std::shared_ptr<DeviceState> device_state(int ordinal, std::string *why);
+    bool export_mem_handle(const PointerInfo &info, cudaIpcMemHandle_t *out);
+    int capture(void *addr, std::size_t bytes, const BufferAttrs &attrs, std::unique_ptr<DeviceBuffer> *out,
+                std::string *why);
+    int capture_dependency(DeviceState &device, unsigned pair, const BufferAttrs &attrs,
+                           std::shared_ptr<EventRef> *dep, std::string *why);
+    int ipc_import(const IpcExport &peer, std::size_t bytes, std::unique_ptr<DeviceBuffer> *out, std::string *why);
+    int open_mapping(const IpcExport &peer, int device, std::shared_ptr<IpcMapping> *out, std::string *why);
+    std::shared_ptr<EventRef> open_event(const std::uint8_t *handle, int device, std::string *why);
+    void shutdown();
+
+    std::atomic<int> avail{0};  // 0 not probed, 1 usable, 2 not
+    std::once_flag probe_once;
+    std::string unavailable_why;
+    int device_count = 0;
+    std::shared_ptr<DriverApi> driver = std::make_shared<DriverApi>();
+    std::shared_ptr<PinnedRanges> pinned = std::make_shared<PinnedRanges>();
+
+    std::atomic<std::int64_t> &memtype_queries = counter("cuda.memtype.query");
+    std::atomic<std::int64_t> &ipc_open = counter("cuda.ipc.open");
+    std::atomic<std::int64_t> &ipc_hit = counter("cuda.ipc.hit");
+    std::atomic<std::int64_t> &ipc_export = counter("cuda.ipc.export");
+    std::atomic<std::int64_t> &streams_created = counter("cuda.stream.created");
+
+    MemtypeCache cache;
+
+    std::mutex mutex;  // everything below
+    std::map<int, std::shared_ptr<DeviceState>> devices;
+    struct ExportEntry {
+        std::uint64_t buffer_id;
+        cudaIpcMemHandle_t handle;
+    };
+    std::map<std::uintptr_t, ExportEntry> exports;
+    struct MappingKey {
+        std::array<std::uint8_t, sizeof(cudaIpcMemHandle_t)> handle;
+        int device;
+        bool operator<(const MappingKey &o) const { return std::tie(handle, device) < std::tie(o.handle, o.device); }
+    };
+    struct MappingEntry {
+        std::uint64_t buffer_id;
+        std::shared_ptr<IpcMapping> mapping;
+        std::uint64_t last_use;
+    };
+    std::map<MappingKey, MappingEntry> mappings;
+    std::uint64_t mapping_clock = 0;
+    std::map<std::array<std::uint8_t, sizeof(cudaIpcEventHandle_t)>, std::shared_ptr<ImportedEvent>> imported_events;
+};
+
+namespace {
+
+// A captured CUDA region, or a peer's region mapped through IPC.
+class CudaBuffer final : public DeviceBuffer {
+public:
+    CudaBuffer(std::shared_ptr<CudaAccel::State> owner, std::shared_ptr<DeviceState> device, char *ptr,
+               std::size_t capacity, const PointerInfo &info, std::shared_ptr<EventRef> dep, unsigned pair,
+               std::shared_ptr<IpcMapping> mapping)
+        : owner_(std::move(owner)), device_(std::move(device)), ptr_(ptr), capacity_(capacity), info_(info),
+          dep_(std::move(dep)), pair_(pair), mapping_(std::move(mapping)) {}
+
+    BufKind kind() const override { return BufKind::CUDA; }
+    std::size_t capacity() const override { return capacity_; }
+    PinnedPool *staging_pool() override { return device_->staging.get(); }
+    std::unique_ptr<Completion> dependency() override {
+        if (!dep_) return nullptr;
+        return std::make_unique<EventCompletion>(dep_);
+    }
+
+    int copy_to_host(std::size_t offset, void *dst, std::size_t len, std::unique_ptr<Completion> *done,
+                     std::string *why) override {
+        if (!in_bounds(offset, len, "copy_to_host", why)) return MPI_ERR_INTERN;
+        return copy(*this, dst, ptr_ + offset, len, !owner_->host_is_pinned(dst, len), done, why);
+    }
+
+    int copy_from_host(std::size_t offset, const void *src, std::size_t len, std::unique_ptr<Completion> *done,
+                       std::string *why) override {
+        if (!in_bounds(offset, len, "copy_from_host", why)) return MPI_ERR_INTERN;
+        return copy(*this, ptr_ + offset, src, len, !owner_->host_is_pinned(src, len), done, why);
+    }
+
+    int copy_to_device(std::size_t offset, DeviceBuffer &dst, std::size_t dst_offset, std::size_t len,
+                       std::unique_ptr<Completion> *done, std::string *why) override {
+        auto *target = dynamic_cast<CudaBuffer *>(&dst);
+        if (!target) {
+            *why = "copy_to_device: the destination is not a CUDA buffer";
+            return MPI_ERR_INTERN;
+        }
+        if (!in_bounds(offset, len, "copy_to_device (source)", why) ||
+            !target->in_bounds(dst_offset, len, "copy_to_device (destination)", why))
+            return MPI_ERR_INTERN;
+        // The destination's device pulls: with an IPC source that is the device the
+        // mapping was opened on, and cudaMemcpyAsync routes a peer copy over NVLink.
+        return target->copy(*this, target->ptr_ + dst_offset, ptr_ + offset, len, false, done, why);
+    }
+
+    bool ipc_export(IpcExport *out) override {
+        // Managed memory has no IPC handle, and an imported mapping is not ours to pass on.
+        if (mapping_ || info_.kind != MemoryKind::DEVICE || info_.size == 0) return false;
+        IpcExport e;
+        std::memset(&e, 0, sizeof e);
+        cudaIpcMemHandle_t handle;
+        if (!owner_->export_mem_handle(info_, &handle)) return false;
+        std::memcpy(e.mem_handle, &handle, sizeof handle);
+        e.offset = as_addr(ptr_) - info_.base;
+        e.buffer_id = info_.buffer_id;
+        e.device_ordinal = info_.ordinal;
+        if (dep_) {
+            std::shared_ptr<EventRef> shareable = exportable_dependency();
+            cudaIpcEventHandle_t ev;
+            if (!shareable || !shareable->ipc_handle(&ev)) return false;
+            std::memcpy(e.event_handle, &ev, sizeof ev);
+            e.has_event = 1;
+        }
+        *out = e;
+        return true;
+    }
+
+private:
+    // An interprocess event that fires with the captured dependency, made on first
+    // export: our stream waits on the dependency and records it.
+    std::shared_ptr<EventRef> exportable_dependency() {
+        std::lock_guard<std::mutex> lock(export_mutex_);
+        if (ipc_dep_) return ipc_dep_;
+        std::string why;
+        auto ev = device_->ipc_events->acquire(&why);
+        if (!ev) return nullptr;
+        DeviceGuard guard(device_->ordinal, device_->driver.get());
+        cudaStream_t s = device_->streams[std::size_t{pair_} * 2];
+        if (guard.error() != cudaSuccess || quiet(cudaStreamWaitEvent(s, dep_->get(), 0)) != cudaSuccess ||
+            quiet(cudaEventRecord(ev->get(), s)) != cudaSuccess)
+            return nullptr;
+        ipc_dep_ = std::move(ev);
+        return ipc_dep_;
+    }
+
+    bool in_bounds(std::size_t offset, std::size_t len, const char *what, std::string *why) const {
+        if (offset <= capacity_ && len <= capacity_ - offset) return true;
+        *why = format("%s: bytes [%zu, %zu) are outside the %zu-byte CUDA buffer", what, offset, offset + len,
+                      capacity_);
+        return false;
+    }
+
+    // Runs on this buffer's device and stream pair, after both buffers' dependencies.
+    int copy(const CudaBuffer &other, void *dst, const void *src, std::size_t len, bool host_orders,
+             std::unique_ptr<Completion> *done, std::string *why) {
+        std::vector<std::shared_ptr<EventRef>> deps;
+        std::vector<std::shared_ptr<void>> keep;
+        auto add = [&](const CudaBuffer &b) {
+            if (b.dep_) deps.push_back(b.dep_);
+            if (b.mapping_) keep.push_back(b.mapping_);
+        };
+        add(*this);
+        if (&other != this) add(other);
+        const std::size_t index = std::size_t{pair_} * 2 + (flip_.fetch_add(1, std::memory_order_relaxed) & 1u);
+        auto op = std::make_unique<CopyCompletion>(device_, device_->streams[index], dst, src, len, std::move(deps),
+                                                   std::move(keep));
+        int rc = op->begin(host_orders, why);
+        if (rc != MPI_SUCCESS) return rc;
+        *done = std::move(op);
+        return MPI_SUCCESS;
+    }
+
+    std::shared_ptr<CudaAccel::State> owner_;
+    std::shared_ptr<DeviceState> device_;
+    char *ptr_;
+    std::size_t capacity_;
+    PointerInfo info_;
+    std::shared_ptr<EventRef> dep_;  // the dependency captured at call time (may be null)
+    std::mutex export_mutex_;
+    std::shared_ptr<EventRef> ipc_dep_;  // dep_ as an interprocess event, once exported
+    unsigned pair_;
+    std::atomic<unsigned> flip_{0};
+    std::shared_ptr<IpcMapping> mapping_;  // set for a peer's region
+};
+
+}  // namespace
+
+CudaAccel::State::State()
+    : cache(PointerQuery{
+          [this](const void *addr, PointerInfo *info, std::string *why) { return query_pointer(addr, info, why); },
+          [this](const void *addr, std::uint64_t *id) {
+              if (!driver->pointer_get_attribute) return false;
+              unsigned long long v = 0;
+              if (driver->pointer_get_attribute(&v, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                                static_cast<CUdeviceptr>(as_addr(addr))) != CUDA_SUCCESS)
+                  return false;
+              *id = v;
+              return true;
+          }}) {}
+
+void CudaAccel::State::probe() {
+    // Without a driver this returns cudaErrorInsufficientDriver (or NoDevice) quietly.
+    int n = 0;
+    cudaError_t e = quiet(cudaGetDeviceCount(&n));
+    if (e != cudaSuccess) {
+        unavailable_why = "cudaGetDeviceCount: " + cuda_text(e);
+        avail.store(2, std::memory_order_release);
+        return;
+    }
+    if (n <= 0) {
+        unavailable_why = "cudaGetDeviceCount found no CUDA device";
+        avail.store(2, std::memory_order_release);
+        return;
+    }
+    device_count = n;
+    // Versions name the ABI the PFN types above were written for.
+    resolve_entry("cuPointerGetAttributes", 7000, &driver->pointer_get_attributes);
+    resolve_entry("cuPointerGetAttribute", 4000, &driver->pointer_get_attribute);
+    resolve_entry("cuMemGetAddressRange", 3020, &driver->mem_get_address_range);
+    resolve_entry("cuDeviceGet", 2000, &driver->device_get);
+    resolve_entry("cuDevicePrimaryCtxGetState", 7000, &driver->primary_ctx_state);
+    avail.store(1, std::memory_order_release);
+}
+
+bool CudaAccel::State::query_pointer(const void *addr, PointerInfo *info, std::string *why) {
+    memtype_queries.fetch_add(1, std::memory_order_relaxed);
+    *info = PointerInfo{};
+    const DriverApi &d = *driver;
+    if (d.pointer_get_attributes) {
+        // The driver call, as UCX and Open MPI use: one call for all four answers, and
+        // unlike cudaPointerGetAttributes it never creates a context (which would cost
+        // every host-only rank a context on GPU 0).
+        unsigned int type = 0, managed = 0;
+        int ordinal = -1;
+        unsigned long long id = 0;
+        CUpointer_attribute names[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                       CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_BUFFER_ID};
+        void *data[] = {&type, &managed, &ordinal, &id};
+        const CUdeviceptr p = static_cast<CUdeviceptr>(as_addr(addr));
+        // A failure means no CUDA context knows the address (e.g. none exists yet): host.
+        if (d.pointer_get_attributes(4, names, data, p) != CUDA_SUCCESS) return true;
+        if (managed)
+            info->kind = MemoryKind::MANAGED;
+        else if (type == CU_MEMORYTYPE_DEVICE)
+            info->kind = MemoryKind::DEVICE;
+        else if (type == CU_MEMORYTYPE_HOST)
+            info->kind = MemoryKind::HOST_PINNED;
+        else
+            return true;
+        info->ordinal = ordinal;
+        info->buffer_id = id;
+        if (info->is_cuda() && d.mem_get_address_range) {
+            CUdeviceptr base = 0;
+            std::size_t size = 0;
+            if (d.mem_get_address_range(&base, &size, p) == CUDA_SUCCESS) {
+                info->base = static_cast<std::uintptr_t>(base);
+                info->size = size;
+            }
+        }
+        return true;
+    }
+    // No driver entry points: the runtime call, without range or identity (nothing cached).
+    cudaPointerAttributes a{};
+    cudaError_t e = quiet(cudaPointerGetAttributes(&a, addr));
+    if (e != cudaSuccess) {
+        *why = "cudaPointerGetAttributes: " + cuda_text(e);
+        return false;
+    }
+    switch (a.type) {
+        case cudaMemoryTypeDevice: info->kind = MemoryKind::DEVICE; break;
+        case cudaMemoryTypeManaged: info->kind = MemoryKind::MANAGED; break;
+        case cudaMemoryTypeHost: info->kind = MemoryKind::HOST_PINNED; break;
+        default: return true;
+    }
+    info->ordinal = a.device;
+    return true;
+}
+
+bool CudaAccel::State::host_is_pinned(const void *p, std::size_t len) {
+    if (pinned->contains(p, len)) return true;  // our staging slots: the common case
+    PointerInfo info;
+    std::string why;
+    return query_pointer(p, &info, &why) && info.kind == MemoryKind::HOST_PINNED;
+}
+
+std::shared_ptr<DeviceState> CudaAccel::State::device_state(int ordinal, std::string *why) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = devices.find(ordinal);
+    if (it != devices.end()) return it->second;
+
+    auto state = std::make_shared<DeviceState>();
+    state->ordinal = ordinal;
+    state->driver = driver;
+    DeviceGuard guard(ordinal, driver.get());
+    if (guard.error() != cudaSuccess) {
+        *why = format("cudaSetDevice(%d): %s", ordinal, cuda_text(guard.error()).c_str());
+        return nullptr;
+    }
+    for (unsigned i = 0; i < 2 * kStreamPairs; ++i) {
+        cudaStream_t s = nullptr;
+        // Non-blocking: never serialised with work on the legacy default stream (BRIEF S4).
+        cudaError_t e = quiet(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        if (e != cudaSuccess) {
+            *why = format("cudaStreamCreateWithFlags on device %d: %s", ordinal, cuda_text(e).c_str());
+            return nullptr;  // the streams made so far go with `state`
+        }
+        state->streams.push_back(s);
+        streams_created.fetch_add(1, std::memory_order_relaxed);
+    }
+    char bus_id[32] = {};
+    std::string pci;
+    if (quiet(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, ordinal)) == cudaSuccess) pci = bus_id;
+    state->events = std::make_shared<EventPool>(ordinal, false, driver);
+    state->ipc_events = std::make_shared<EventPool>(ordinal, true, driver);
+    const std::size_t slot = std::max<std::size_t>(knobs().chunk_size, 4096);
+    state->staging = std::make_unique<PinnedPool>(std::make_unique<CudaPinnedAllocator>(ordinal, pci, driver, pinned),
+                                                  slot, knobs().pool_size);
+    devices.emplace(ordinal, state);
+    return state;
+}
+
+bool CudaAccel::State::export_mem_handle(const PointerInfo &info, cudaIpcMemHandle_t *out) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = exports.find(info.base);
+    if (it != exports.end() && it->second.buffer_id == info.buffer_id) {
+        *out = it->second.handle;
+        return true;
+    }
+    DeviceGuard guard(info.ordinal, driver.get());
+    cudaIpcMemHandle_t handle;
+    // Fails for memory without a legacy IPC handle (cudaMallocAsync pools, VMM): the
+    // caller then uses the pipeline.
+    if (guard.error() != cudaSuccess ||
+        quiet(cudaIpcGetMemHandle(&handle, reinterpret_cast<void *>(info.base))) != cudaSuccess)
+        return false;
+    if (exports.size() >= kMaxExportHandles) exports.clear();
+    exports[info.base] = ExportEntry{info.buffer_id, handle};
+    ipc_export.fetch_add(1, std::memory_order_relaxed);
+    *out = handle;
+    return true;
+}
+
+int CudaAccel::State::capture(void *addr, std::size_t bytes, const BufferAttrs &attrs,
+                              std::unique_ptr<DeviceBuffer> *out, std::string *why) {
+    out->reset();
+    if (!available()) {
+        *why = format("buf %p is a CUDA buffer, but no CUDA device is usable in this process (%s)", addr,
+                      unavailable_why.c_str());
+        return MPI_ERR_BUFFER;
+    }
+    if (!addr) {
+        if (bytes == 0) return MPI_SUCCESS;  // nothing to move: host path
+        *why = format("buf is NULL but the datatype says MPIX_ACC_BUF_CUDA (%zu bytes)", bytes);
+        return MPI_ERR_BUFFER;
+    }
+
+    PointerInfo info, stale;
+    std::string query_why;
+    if (!cache.resolve(addr, &info, &stale, &query_why)) {
+        *why = format("buf %p: the CUDA driver could not classify the pointer: %s", addr, query_why.c_str());
+        return MPI_ERR_BUFFER;
+    }
+    if (info.kind == MemoryKind::HOST_PINNED) return MPI_SUCCESS;  // host memory, already pinned
+    if (info.kind == MemoryKind::HOST) {
+        if (!attrs.kind_given) return MPI_SUCCESS;  // autodetected from a stale range: host after all
+        if (stale.is_cuda())
+            *why = format("buf %p is in a CUDA allocation that has been freed (it was %zu bytes at %p on device %d)",
+                          addr, stale.size, reinterpret_cast<void *>(stale.base), stale.ordinal);
+        else
+            *why = format("buf %p is not CUDA memory (host memory, or a freed device allocation) but the datatype "
+                          "says MPIX_ACC_BUF_CUDA",
+                          addr);
+        return MPI_ERR_BUFFER;
+    }
+
+    if (info.size != 0) {
+        const std::size_t offset = as_addr(addr) - info.base;
+        if (bytes > info.size - offset) {
+            *why = format("buf %p with %zu bytes runs %zu bytes past the end of its CUDA allocation (%zu bytes at %p)",
+                          addr, bytes, bytes - (info.size - offset), info.size, reinterpret_cast<void *>(info.base));
+            return MPI_ERR_COUNT;
+        }
+    }
+
+    const bool managed = info.kind == MemoryKind::MANAGED;
+    int device = info.ordinal;
+    if (attrs.device_given) {
+        const int wanted = static_cast<int>(reinterpret_cast<std::intptr_t>(attrs.device));
+        if (wanted < 0 || wanted >= device_count) {
+            *why = format("MPIX_ACC_DEVICE %d is not a CUDA device ordinal (this process sees %d device%s)", wanted,
+                          device_count, device_count == 1 ? "" : "s");
+            return MPI_ERR_ARG;
+        }
+        if (!managed && wanted != device) {
+            *why = format("MPIX_ACC_DEVICE says CUDA device %d but buf %p is memory of device %d", wanted, addr, device);
+            return MPI_ERR_ARG;
+        }
+        device = wanted;  // managed memory: the caller's choice of device runs the copies
+    }
+    if (attrs.stream) {
+        auto stream = static_cast<cudaStream_t>(attrs.stream);
+        int stream_device = -1;
+        cudaError_t e = quiet(cudaStreamGetDevice(stream, &stream_device));
+        if (e != cudaSuccess) {
+            *why = format("MPIX_ACC_STREAM %p is not a valid CUDA stream (cudaStreamGetDevice: %s)", attrs.stream,
+                          cuda_text(e).c_str());
+            return MPI_ERR_ARG;
+        }
+        if (stream_device != device && (!managed || attrs.device_given)) {
+            *why = format("MPIX_ACC_STREAM %p belongs to CUDA device %d but buf %p is %s device %d", attrs.stream,
+                          stream_device, addr, managed ? "given by MPIX_ACC_DEVICE as" : "memory of", device);
+            return MPI_ERR_ARG;
+        }
+        device = stream_device;
+        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+        if (quiet(cudaStreamIsCapturing(stream, &capturing)) == cudaSuccess &&
+            capturing != cudaStreamCaptureStatusNone) {
+            *why = format("MPIX_ACC_STREAM %p is being captured into a CUDA graph; MPI-ACC cannot order a transfer "
+                          "after work that has not been launched",
+                          attrs.stream);
+            return MPI_ERR_ARG;
+        }
+    }
+    if (attrs.event) {
+        cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(attrs.event));
+        if (e != cudaSuccess && e != cudaErrorNotReady) {
+            *why = format("MPIX_ACC_EVENT %p is not a valid CUDA event (cudaEventQuery: %s)", attrs.event,
+                          cuda_text(quiet(e)).c_str());
+            return MPI_ERR_ARG;
+        }
+    }
+    if (device < 0 || device >= device_count) {
+        // Managed memory the driver ties to no device: use the caller's current one.
+        if (quiet(cudaGetDevice(&device)) != cudaSuccess) device = 0;
+    }
+
+    auto state = device_state(device, why);
+    if (!state) return MPI_ERR_OTHER;
+    const unsigned pair = state->next_pair.fetch_add(1, std::memory_order_relaxed) % kStreamPairs;
+    std::shared_ptr<EventRef> dep;
+    int rc = capture_dependency(*state, pair, attrs, &dep, why);
+    if (rc != MPI_SUCCESS) return rc;
+    *out = std::make_unique<CudaBuffer>(shared_from_this(), state, static_cast<char *>(addr), bytes, info,
+                                        std::move(dep), pair, nullptr);
+    return MPI_SUCCESS;
+}
+
+// The dependency as it stands now (BRIEF S1): later work the user puts on the stream, or a
+// later re-record of the event, does not move it.
+int CudaAccel::State::capture_dependency(DeviceState &device, unsigned pair, const BufferAttrs &attrs,
+                                         std::shared_ptr<EventRef> *dep, std::string *why) {
+    if (!attrs.stream && !attrs.event) return MPI_SUCCESS;
+    DeviceGuard guard(device.ordinal, driver.get());
+    if (guard.error() != cudaSuccess) {
+        *why = format("cudaSetDevice(%d): %s", device.ordinal, cuda_text(guard.error()).c_str());
+        return MPI_ERR_OTHER;
+    }
+    std::shared_ptr<EventRef> marker;
+    if (attrs.stream) {
+        marker = device.events->acquire(why);
+        if (!marker) return MPI_ERR_OTHER;
+        cudaError_t e = quiet(cudaEventRecord(marker->get(), static_cast<cudaStream_t>(attrs.stream)));
+        if (e != cudaSuccess) {
+            *why = format("cudaEventRecord on MPIX_ACC_STREAM %p: %s", attrs.stream, cuda_text(e).c_str());
+            return MPI_ERR_OTHER;
+        }
+        if (!attrs.event) {
+            *dep = std::move(marker);
+            return MPI_SUCCESS;
+        }
+    }
+    // The user's event is only ever waited on by our stream, never re-recorded by us: a
+    // wait captures the event's state at the time it is enqueued.
+    cudaStream_t s = device.streams[std::size_t{pair} * 2];
+    auto joined = device.events->acquire(why);
+    if (!joined) return MPI_ERR_OTHER;
+    cudaError_t e = quiet(cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(attrs.event), 0));
+    if (e == cudaSuccess && marker) e = quiet(cudaStreamWaitEvent(s, marker->get(), 0));
+    if (e == cudaSuccess) e = quiet(cudaEventRecord(joined->get(), s));
+    if (e != cudaSuccess) {
+        *why = format("ordering after MPIX_ACC_EVENT %p: %s", attrs.event, cuda_text(e).c_str());
+        return MPI_ERR_OTHER;
+    }
+    *dep = std::move(joined);
+    return MPI_SUCCESS;
+}
+
+int CudaAccel::State::open_mapping(const IpcExport &peer, int device, std::shared_ptr<IpcMapping> *out,
+                                   std::string *why) {
+    cudaIpcMemHandle_t handle;
+    std::memcpy(&handle, peer.mem_handle, sizeof handle);
+    void *base = nullptr;
+    cudaError_t e = quiet(cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess));
+    if (e != cudaSuccess) {
+        // A stale mapping of a region the peer freed and reallocated can block a new one
+        // (cudaErrorAlreadyMapped): close every mapping nothing uses and try once more.
+        for (auto it = mappings.begin(); it != mappings.end();)
+            it = it->second.mapping.use_count() == 1 ? mappings.erase(it) : std::next(it);
+        e = quiet(cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess));
+    }
+    if (e != cudaSuccess) {
+        *why = format("cudaIpcOpenMemHandle (peer device %d, buffer id %llu) on device %d: %s", peer.device_ordinal,
+                      static_cast<unsigned long long>(peer.buffer_id), device, cuda_text(e).c_str());
+        return MPI_ERR_OTHER;
+    }
+    auto mapping = std::make_shared<IpcMapping>();
+    mapping->base = base;
+    mapping->device = device;
+    mapping->driver = driver;
+    if (driver->mem_get_address_range) {
+        CUdeviceptr b = 0;
+        std::size_t size = 0;
+        if (driver->mem_get_address_range(&b, &size, static_cast<CUdeviceptr>(as_addr(base))) == CUDA_SUCCESS)
+            mapping->size = size;
+    }
+    ipc_open.fetch_add(1, std::memory_order_relaxed);
+    *out = std::move(mapping);
+    return MPI_SUCCESS;
+}
+
+std::shared_ptr<EventRef> CudaAccel::State::open_event(const std::uint8_t *bytes, int device, std::string *why) {
+    std::array<std::uint8_t, sizeof(cudaIpcEventHandle_t)> key;
+    std::memcpy(key.data(), bytes, key.size());
+    auto it = imported_events.find(key);
+    if (it != imported_events.end()) return it->second;
+    cudaIpcEventHandle_t handle;
+    std::memcpy(&handle, bytes, sizeof handle);
+    cudaEvent_t ev = nullptr;
+    cudaError_t e = quiet(cudaIpcOpenEventHandle(&ev, handle));
+    if (e != cudaSuccess) {
+        *why = "cudaIpcOpenEventHandle for the peer's ready event: " + cuda_text(e);
+        return nullptr;
+    }
+    if (imported_events.size() >= kMaxIpcEvents)
+        for (auto i = imported_events.begin(); i != imported_events.end();)
+            i = i->second.use_count() == 1 ? imported_events.erase(i) : std::next(i);
+    auto ref = std::make_shared<ImportedEvent>(ev, device, driver);
+    imported_events.emplace(key, ref);
+    return ref;
+}
+
+int CudaAccel::State::ipc_import(const IpcExport &peer, std::size_t bytes, std::unique_ptr<DeviceBuffer> *out,
+                                 std::string *why) {
+    out->reset();
+    if (!available()) {
+        *why = "CUDA IPC: no CUDA device is usable in this process (" + unavailable_why + ")";
+        return MPI_ERR_OTHER;
+    }
+    // Mapped on the device this thread works with: the one the receive buffer is on in
+    // the usual one-GPU-per-rank setup.
+    int device = 0;
+    cudaError_t e = quiet(cudaGetDevice(&device));
+    if (e != cudaSuccess) {
+        *why = "CUDA IPC: cudaGetDevice: " + cuda_text(e);
+        return MPI_ERR_OTHER;
+    }
+    auto state = device_state(device, why);
+    if (!state) return MPI_ERR_OTHER;
+
+    std::shared_ptr<IpcMapping> mapping;
+    std::shared_ptr<EventRef> ready;
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        MappingKey key;
+        std::memcpy(key.handle.data(), peer.mem_handle, key.handle.size());
+        key.device = device;
+        auto it = mappings.find(key);
+        if (it != mappings.end() && it->second.buffer_id == peer.buffer_id) {
+            ipc_hit.fetch_add(1, std::memory_order_relaxed);
+            it->second.last_use = ++mapping_clock;
+            mapping = it->second.mapping;
+        } else {
+            // Same handle, new allocation id: the peer freed and reallocated; the old
+            // mapping is closed once nothing uses it.
+            if (it != mappings.end()) mappings.erase(it);
+            int rc = open_mapping(peer, device, &mapping, why);
+            if (rc != MPI_SUCCESS) return rc;
+            if (mappings.size() >= kMaxIpcMappings) {
+                auto oldest = std::min_element(mappings.begin(), mappings.end(), [](const auto &a, const auto &b) {
+                    return a.second.last_use < b.second.last_use;
+                });
+                mappings.erase(oldest);
+            }
+            mappings.emplace(key, MappingEntry{peer.buffer_id, mapping, ++mapping_clock});
+        }
+        if (peer.has_event) {
+            ready = open_event(peer.event_handle, device, why);
+            if (!ready) return MPI_ERR_OTHER;
+        }
+    }
+    if (mapping->size != 0 && (peer.offset > mapping->size || bytes > mapping->size - peer.offset)) {
+        *why = format("CUDA IPC: the peer's region (offset %llu, %zu bytes) runs past its %zu-byte allocation",
+                      static_cast<unsigned long long>(peer.offset), bytes, mapping->size);
+        return MPI_ERR_OTHER;
+    }
+    PointerInfo info;
+    info.kind = MemoryKind::DEVICE;
+    info.ordinal = device;
+    info.base = as_addr(mapping->base);
+    info.size = mapping->size;
+    const unsigned pair = state->next_pair.fetch_add(1, std::memory_order_relaxed) % kStreamPairs;
+    char *region = static_cast<char *>(mapping->base) + peer.offset;
+    *out = std::make_unique<CudaBuffer>(shared_from_this(), state, region, bytes, info, std::move(ready), pair,
+                                        std::move(mapping));
+    return MPI_SUCCESS;
+}
+
+void CudaAccel::State::shutdown() {
+    std::map<int, std::shared_ptr<DeviceState>> old_devices;
+    std::map<MappingKey, MappingEntry> old_mappings;
+    std::map<std::array<std::uint8_t, sizeof(cudaIpcEventHandle_t)>, std::shared_ptr<ImportedEvent>> old_events;
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        old_devices.swap(devices);
+        old_mappings.swap(mappings);
+        old_events.swap(imported_events);
+        exports.clear();
+    }
+    // CUDA calls happen outside the lock, and only for what was created.
+    for (auto &d : old_devices)
+        for (auto *pool : {d.second->events.get(), d.second->ipc_events.get()})
+            if (pool) pool->close();
+    old_mappings.clear();
+    old_events.clear();
+    old_devices.clear();
+    cache.clear();
+}
+
+// ------------------------------------------------------------------------------ CudaAccel
+
+CudaAccel::CudaAccel() : state_(std::make_shared<State>()) {}
+
+CudaAccel::~CudaAccel() { state_->shutdown(); }
+
+bool CudaAccel::available() { return state_->available(); }
+
+int CudaAccel::capture(void *addr, std::size_t bytes, const BufferAttrs &attrs, std::unique_ptr<DeviceBuffer> *out,
+                       std::string *why) {
+    return state_->capture(addr, bytes, attrs, out, why);
+}
+
+bool CudaAccel::owns_pointer(const void *addr, int *device_ordinal) {
+    if (!addr || !state_->available()) return false;
+    PointerInfo info;
+    if (!state_->cache.is_cuda(addr, &info)) return false;
+    if (device_ordinal) *device_ordinal = info.ordinal;
+    return true;
+}
+
+int CudaAccel::ipc_import(const IpcExport &peer, std::size_t bytes, std::unique_ptr<DeviceBuffer> *out,
+                          std::string *why) {
+    return state_->ipc_import(peer, bytes, out, why);
+}
+
+void CudaAccel::shutdown() { state_->shutdown(); }
+
+std::string CudaAccel::unavailable_reason() const {
+    return state_->avail.load(std::memory_order_acquire) == 2 ? state_->unavailable_why : std::string();
+}
+
+std::string CudaAccel::counters() const {
+    auto line = [](const char *name, long long v) { return format("%s=%lld\n", name, v); };
+    const State &s = *state_;
+    std::string out;
+    out += line("cuda.available", s.avail.load(std::memory_order_acquire) == 1);
+    out += line("cuda.event.created", counter("cuda.event.created").load(std::memory_order_relaxed));
+    out += line("cuda.ipc.export", s.ipc_export.load(std::memory_order_relaxed));
+    out += line("cuda.ipc.hit", s.ipc_hit.load(std::memory_order_relaxed));
+    out += line("cuda.ipc.open", s.ipc_open.load(std::memory_order_relaxed));
+    out += line("cuda.memtype.device_hit", static_cast<long long>(s.cache.device_hits()));
+    out += line("cuda.memtype.query", s.memtype_queries.load(std::memory_order_relaxed));
+    out += line("cuda.pinned.alloc", counter("cuda.pinned.alloc").load(std::memory_order_relaxed));
+    out += line("cuda.stream.created", s.streams_created.load(std::memory_order_relaxed));
+    return out;
+}
+
+std::unique_ptr<Accel> make_cuda_accel() { return std::make_unique<CudaAccel>(); }
+
+}  // namespace mpiacc

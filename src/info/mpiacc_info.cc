@@ -1,0 +1,150 @@
+// mpiacc_info: what this MPI-ACC is and how it will behave, the way mpichversion and
+// ompi_info answer for MPICH and Open MPI. Prints the version, the build configuration,
+// the MPICH underneath, which accelerator kinds are usable on this machine now, and
+// every MPIACC_* knob with its effective value. It never calls MPI_Init, so it runs
+// anywhere, without mpiexec and without a GPU.
+//
+//   mpiacc_info            everything
+//   mpiacc_info --config   version, build, MPICH, accelerators
+//   mpiacc_info --knobs    knobs only
+#include "config.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "accel/accel.h"
+#include "core/knobs.h"
+#include "mpiacc.h"
+
+#ifndef MPIACC_CONFIGURE_ARGS
+#define MPIACC_CONFIGURE_ARGS "(unknown)"
+#endif
+
+namespace {
+
+using mpiacc::BufKind;
+using mpiacc::KnobType;
+
+void line(const char *key, const std::string &value) { std::printf("%-22s %s\n", key, value.c_str()); }
+
+const char *type_name(KnobType t) {
+    switch (t) {
+        case KnobType::BOOL: return "BOOL";
+        case KnobType::SIZE: return "SIZE";
+        case KnobType::INT: return "INT";
+        case KnobType::STRING: return "STRING";
+    }
+    return "?";
+}
+
+// The "MPICH Version" and "MPICH Device" lines of MPI_Get_library_version, which the
+// standard allows before MPI_Init.
+std::vector<std::string> mpich_lines() {
+    char text[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(text, &len);
+    std::vector<std::string> out;
+    std::string all(text, static_cast<std::size_t>(len));
+    std::size_t pos = 0;
+    while (pos < all.size()) {
+        std::size_t end = all.find('\n', pos);
+        if (end == std::string::npos) end = all.size();
+        std::string l = all.substr(pos, end - pos);
+        if (l.rfind("MPICH Version", 0) == 0 || l.rfind("MPICH Release date", 0) == 0 ||
+            l.rfind("MPICH Device", 0) == 0 || out.empty())
+            out.push_back(l);
+        pos = end + 1;
+    }
+    for (auto &l : out)
+        for (auto &c : l)
+            if (c == '\t') c = ' ';
+    return out;
+}
+
+void print_config() {
+    line("MPI-ACC version:", PACKAGE_VERSION);
+    const char *args = MPIACC_CONFIGURE_ARGS;
+    while (*args == ' ') args++;  // autoconf's ac_configure_args starts with a space
+    line("MPI-ACC configure:", *args ? args : "(no arguments)");
+#ifdef MPIACC_HAVE_CUDA
+    line("CUDA compiled in:", "yes");
+#else
+    line("CUDA compiled in:", "no");
+#endif
+#ifdef MPIACC_HAVE_OPENCL
+    line("OpenCL compiled in:", "yes");
+#else
+    line("OpenCL compiled in:", "no");
+#endif
+    int major = 0, minor = 0;
+    MPI_Get_version(&major, &minor);
+    line("MPI standard:", std::to_string(major) + "." + std::to_string(minor));
+    for (const auto &l : mpich_lines()) line("MPI library:", l);
+
+    // Run-time availability: compiled in and a device usable now. Safe without a driver.
+    struct {
+        BufKind kind;
+        const char *name;
+    } const kinds[] = {{BufKind::HOST, "host"}, {BufKind::CUDA, "cuda"}, {BufKind::OPENCL, "opencl"}};
+    for (const auto &k : kinds) {
+        std::string key = std::string("accel ") + k.name + ":";
+        mpiacc::Accel *accel = mpiacc::accel_for(k.kind);
+        if (!mpiacc::accel_built(k.kind) || !accel)
+            line(key.c_str(), "not built");
+        else
+            line(key.c_str(), accel->available() ? "available" : "built, no usable device");
+    }
+}
+
+// Malformed values are listed after the knobs: the library reports them the same way
+// at MPI_Init and uses the defaults.
+void print_knobs() {
+    std::vector<std::string> errors;
+    const mpiacc::Knobs knobs = mpiacc::Knobs::from_environment(&errors);
+    std::printf("Knobs (environment variables; effective value, type, default):\n");
+    for (const auto &k : mpiacc::Knobs::registry()) {
+        std::string value = knobs.value_text(k.name);
+        std::printf("  %s=%s\n", k.name, value.empty() ? "\"\"" : value.c_str());
+        std::printf("      %s, default \"%s\": %s\n", type_name(k.type), k.default_value, k.doc);
+    }
+    if (!errors.empty()) {
+        std::printf("Malformed knob values (defaults used):\n");
+        for (const auto &e : errors) std::printf("  %s\n", e.c_str());
+    }
+}
+
+void usage(FILE *to) {
+    std::fprintf(to,
+                 "usage: mpiacc_info [--config | --knobs]\n"
+                 "  --config  version, build configuration, MPICH, accelerators available now\n"
+                 "  --knobs   every MPIACC_* environment variable with its effective value\n");
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    bool config = true, knobs = true;
+    for (int i = 1; i < argc; i++) {
+        if (!std::strcmp(argv[i], "--config")) {
+            knobs = false;
+        } else if (!std::strcmp(argv[i], "--knobs")) {
+            config = false;
+        } else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            std::fprintf(stderr, "mpiacc_info: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!config && !knobs) config = knobs = true;  // both options given: print both
+    if (config) print_config();
+    if (config && knobs) std::printf("\n");
+    if (knobs) print_knobs();
+    return 0;
+}

@@ -1,0 +1,52 @@
+/* Bounded resources (DESIGN 2.7): 1,000 concurrent 1 MiB MPI_Isend from a cl_mem with a
+ * 16 MiB staging pool complete without deadlock, and the pool never grows past it.
+ * MPIACC-TEST-RANKS: 2 */
+#include "opencl_util.h"
+
+int main(int argc, char **argv) {
+    /* Knobs are read at MPI_Init. */
+    setenv("MPIACC_POOL_SIZE", "16M", 1);
+    MT_INIT(&argc, &argv);
+    ocl_env e = ocl_setup();
+    const char *name = "thousand_concurrent_1mib_isends_through_16mib_pool_complete";
+    if (!ocl_all_ok(&e)) {
+        mt_skip(name, "no usable OpenCL platform");
+        return mt_finalize();
+    }
+    MT_CASE(name) {
+        enum { N = 1000 };
+        const size_t n = 1 << 20;
+        const int tag = 5000;
+        MPI_Datatype t = ocl_type(&e);
+        cl_mem m = ocl_alloc(&e, n);
+        unsigned char *h = p2p_alloc(n);
+        if (mt_rank == 0) {
+            mt_fill(h, n, 5);
+            ocl_write(&e, m, 0, h, n);
+            MPI_Request *r = malloc(N * sizeof *r);
+            for (int i = 0; i < N; ++i) MPI_Isend(m, (int)n, t, 1, tag, MPI_COMM_WORLD, &r[i]);
+            int rc = MPI_Waitall(N, r, MPI_STATUSES_IGNORE);
+            MT_CHECK(rc == MPI_SUCCESS, "waitall %d", rc);
+            free(r);
+        } else if (mt_rank == 1) {
+            /* The receiver stages into its own cl_mem too, through its own 16 MiB pool. */
+            for (int i = 0; i < N; ++i) {
+                MPI_Status st;
+                MPI_Recv(m, (int)n, t, 0, tag, MPI_COMM_WORLD, &st);
+                if (i % 97 == 0 || i == N - 1) {
+                    ocl_read(&e, m, 0, h, n);
+                    P2P_CHECK_BYTES(h, n, 5, "message");
+                }
+                MT_CHECK(p2p_count(&st, MPI_BYTE) == (int)n, "message %d: %d bytes", i, p2p_count(&st, MPI_BYTE));
+            }
+        }
+        /* 16 MiB in 256 KiB slots from 4 MiB segments: at most 4 pinned allocations. */
+        MT_CHECK(mpiacc_counter_value("opencl.pinned.alloc") <= 4, "%lld pinned allocations for a 16 MiB pool",
+                 mpiacc_counter_value("opencl.pinned.alloc"));
+        free(h);
+        clReleaseMemObject(m);
+        MPI_Type_free(&t);
+    }
+    ocl_teardown(&e);
+    return mt_finalize();
+}

@@ -1,0 +1,310 @@
+/* MPI semantics with cl_mem buffers (issue 3): ordering against a pending event, the
+ * progress rule, probes, truncation, cancel, the object cache, and bad input.
+ * MPIACC-TEST-RANKS: 2 */
+#include "opencl_util.h"
+
+static const char *cases[] = {
+    "isend_gated_on_user_event_then_host_send_same_tag_arrive_in_order",
+    "isend_64mib_then_barrier_while_peer_receives_completes",
+    "probe_reports_the_real_size_of_an_opencl_message",
+    "truncated_opencl_receive_gives_err_truncate_and_sender_completes",
+    "cancel_of_unmatched_opencl_receive_succeeds",
+    "second_transfer_on_same_context_creates_no_queue_or_staging_buffer",
+    "destroying_the_user_context_evicts_its_cache_entry",
+    "null_cl_mem_gives_err_buffer_and_traffic_continues",
+    "cl_mem_from_another_context_gives_err_buffer",
+    "count_past_end_of_cl_mem_gives_err_count",
+    "offset_past_end_of_cl_mem_gives_err_arg",
+    "no_queue_and_no_context_gives_err_arg",
+    "unknown_buffer_kind_value_gives_err_arg",
+};
+
+static int error_class_of(int rc) {
+    int c = -1;
+    MPI_Error_class(rc, &c);
+    return c;
+}
+
+/* Rank 0 makes a bad call; both ranks then check a good transfer still works. */
+static void expect_send_error(int rc, int want_class, const char *call) {
+    MT_CHECK(rc != MPI_SUCCESS, "the call succeeded");
+    if (rc == MPI_SUCCESS) return;
+    MT_CHECK(error_class_of(rc) == want_class, "error class %d, expected %d", error_class_of(rc), want_class);
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    MT_CHECK(strstr(msg, call) != NULL, "error string \"%s\" does not name %s", msg, call);
+}
+
+static void good_transfer_after(ocl_env *e, int tag) {
+    MPI_Datatype t = ocl_type(e);
+    const size_t n = 4096 + 5;
+    cl_mem m = ocl_alloc(e, n);
+    unsigned char *h = p2p_alloc(n);
+    if (mt_rank == 0) {
+        mt_fill(h, n, tag);
+        ocl_write(e, m, 0, h, n);
+        MT_CHECK(MPI_Send(m, (int)n, t, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS, "follow-up send failed");
+    } else if (mt_rank == 1) {
+        MT_CHECK(MPI_Recv(m, (int)n, t, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS,
+                 "follow-up receive failed");
+        ocl_read(e, m, 0, h, n);
+        P2P_CHECK_BYTES(h, n, tag, "follow-up transfer");
+    }
+    free(h);
+    clReleaseMemObject(m);
+    MPI_Type_free(&t);
+}
+
+int main(int argc, char **argv) {
+    MT_INIT(&argc, &argv);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    ocl_env e = ocl_setup();
+    const int ncases = (int)(sizeof cases / sizeof cases[0]);
+    if (!ocl_all_ok(&e)) {
+        for (int i = 0; i < ncases; ++i) mt_skip(cases[i], "no usable OpenCL platform");
+        return mt_finalize();
+    }
+    int c = 0;
+
+    MT_CASE(cases[c++]) {
+        /* The device data is rewritten before the event is set: the receiver must get the
+         * rewritten bytes, and the host message sent after must arrive second. */
+        const size_t n = (2 << 20) + 3;
+        const int tag = 2000;
+        MPI_Datatype t = ocl_type(&e);
+        if (mt_rank == 0) {
+            cl_int err;
+            cl_event gate = clCreateUserEvent(e.context, &err);
+            MPI_Datatype gated;
+            MPI_Type_dup(t, &gated);
+            MPI_Type_set_attr(gated, MPIX_ACC_EVENT, (void *)gate);
+            cl_mem m = ocl_alloc(&e, n);
+            unsigned char *h = p2p_alloc(n);
+            memset(h, 0, n);
+            ocl_write(&e, m, 0, h, n);
+            MPI_Request r;
+            double t0 = MPI_Wtime();
+            MT_CHECK(MPI_Isend(m, (int)n, gated, 1, tag, MPI_COMM_WORLD, &r) == MPI_SUCCESS, "isend failed");
+            MT_CHECK(MPI_Wtime() - t0 < 0.5, "MPI_Isend blocked on the unset event");
+            MPI_Type_free(&gated); /* captured at call time (BRIEF A4) */
+            int second = 42;
+            MPI_Send(&second, 1, MPI_INT, 1, tag, MPI_COMM_WORLD);
+            int flag = 0;
+            MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+            MT_CHECK(!flag, "the gated send completed before its event was set");
+            mt_fill(h, n, 99);
+            ocl_write(&e, m, 0, h, n);
+            clSetUserEventStatus(gate, CL_COMPLETE);
+            MPI_Wait(&r, MPI_STATUS_IGNORE);
+            clReleaseEvent(gate);
+            clReleaseMemObject(m);
+            free(h);
+        } else if (mt_rank == 1) {
+            unsigned char *h = p2p_alloc(n);
+            MPI_Status st;
+            MT_CHECK(MPI_Recv(h, (int)n, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &st) == MPI_SUCCESS, "first recv");
+            MT_CHECK(p2p_count(&st, MPI_BYTE) == (int)n, "first message is %d bytes, expected the %zu-byte one",
+                     p2p_count(&st, MPI_BYTE), n);
+            P2P_CHECK_BYTES(h, n, 99, "gated payload");
+            int second = 0;
+            MPI_Recv(&second, 1, MPI_INT, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MT_CHECK(second == 42, "second message %d", second);
+            free(h);
+        }
+        MPI_Type_free(&t);
+    }
+
+    MT_CASE(cases[c++]) {
+        const size_t n = (size_t)64 << 20;
+        const int tag = 2100;
+        MPI_Datatype t = ocl_type(&e);
+        cl_mem m = ocl_alloc(&e, n);
+        unsigned char *h = p2p_alloc(n);
+        if (mt_rank == 0) {
+            mt_fill(h, n, 21);
+            ocl_write(&e, m, 0, h, n);
+            MPI_Request r;
+            MPI_Isend(m, (int)n, t, 1, tag, MPI_COMM_WORLD, &r);
+            MPI_Barrier(MPI_COMM_WORLD);
+            MPI_Wait(&r, MPI_STATUS_IGNORE);
+        } else if (mt_rank == 1) {
+            MPI_Recv(h, (int)n, MPI_BYTE, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Barrier(MPI_COMM_WORLD);
+            P2P_CHECK_BYTES(h, n, 21, "64 MiB");
+        }
+        free(h);
+        clReleaseMemObject(m);
+        MPI_Type_free(&t);
+    }
+
+    MT_CASE(cases[c++]) {
+        const size_t sizes[3] = {100, 200, (5 << 20) + 1};
+        const int tag = 2200;
+        MPI_Datatype t = ocl_type(&e);
+        for (int i = 0; i < 3; ++i) {
+            size_t n = sizes[i];
+            cl_mem m = ocl_alloc(&e, n);
+            if (mt_rank == 0) {
+                MPI_Send(m, (int)n, t, 1, tag + i, MPI_COMM_WORLD);
+            } else if (mt_rank == 1) {
+                MPI_Status st;
+                MPI_Probe(0, tag + i, MPI_COMM_WORLD, &st);
+                MT_CHECK(p2p_count(&st, MPI_BYTE) == (int)n, "probe reports %d bytes, message has %zu",
+                         p2p_count(&st, MPI_BYTE), n);
+                MT_CHECK(MPI_Recv(m, (int)n, t, 0, tag + i, MPI_COMM_WORLD, &st) == MPI_SUCCESS, "recv");
+                MT_CHECK(p2p_count(&st, MPI_BYTE) == (int)n, "recv count %d", p2p_count(&st, MPI_BYTE));
+            }
+            clReleaseMemObject(m);
+        }
+        MPI_Type_free(&t);
+    }
+
+    MT_CASE(cases[c++]) {
+        const size_t n = (1 << 20) + 9, cap = 1000;
+        const int tag = 2300;
+        MPI_Datatype t = ocl_type(&e);
+        cl_mem m = ocl_alloc(&e, n);
+        if (mt_rank == 0) {
+            unsigned char *h = p2p_alloc(n);
+            mt_fill(h, n, 23);
+            ocl_write(&e, m, 0, h, n);
+            MT_CHECK(MPI_Send(m, (int)n, t, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS, "sender must complete normally");
+            free(h);
+        } else if (mt_rank == 1) {
+            MPI_Status st;
+            int rc = MPI_Recv(m, (int)cap, t, 0, tag, MPI_COMM_WORLD, &st);
+            MT_CHECK(error_class_of(rc) == MPI_ERR_TRUNCATE, "class %d, expected MPI_ERR_TRUNCATE", error_class_of(rc));
+            unsigned char *h = p2p_alloc(cap);
+            ocl_read(&e, m, 0, h, cap);
+            P2P_CHECK_BYTES(h, cap, 23, "the part that fits");
+            free(h);
+        }
+        clReleaseMemObject(m);
+        MPI_Type_free(&t);
+        good_transfer_after(&e, tag + 1);
+    }
+
+    MT_CASE(cases[c++]) {
+        MPI_Datatype t = ocl_type(&e);
+        cl_mem m = ocl_alloc(&e, 64);
+        if (mt_rank == 1) {
+            MPI_Request r;
+            MPI_Status st;
+            MPI_Irecv(m, 64, t, 0, 2400, MPI_COMM_WORLD, &r);
+            MPI_Cancel(&r);
+            MPI_Wait(&r, &st);
+            int cancelled = 0;
+            MPI_Test_cancelled(&st, &cancelled);
+            MT_CHECK(cancelled, "receive was not cancelled");
+        }
+        clReleaseMemObject(m);
+        MPI_Type_free(&t);
+        good_transfer_after(&e, 2401);
+    }
+
+    MT_CASE(cases[c++]) {
+        /* A fresh context: its first transfer misses the cache, the second hits it. */
+        ocl_env f = ocl_setup();
+        const size_t n = 1 << 20;
+        MPI_Datatype t = ocl_type(&f);
+        cl_mem m = ocl_alloc(&f, n);
+        long long q0 = 0, a0 = 0;
+        for (int it = 0; it < 2; ++it) {
+            if (it == 1) {
+                q0 = mpiacc_counter_value("opencl.queue.created");
+                a0 = mpiacc_counter_value("opencl.pinned.alloc");
+            }
+            if (mt_rank == 0) MPI_Send(m, (int)n, t, 1, 2500 + it, MPI_COMM_WORLD);
+            else if (mt_rank == 1) MPI_Recv(m, (int)n, t, 0, 2500 + it, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
+        MT_CHECK(mpiacc_counter_value("opencl.queue.created") == q0, "second transfer created %lld queues",
+                 mpiacc_counter_value("opencl.queue.created") - q0);
+        MT_CHECK(mpiacc_counter_value("opencl.pinned.alloc") == a0, "second transfer allocated %lld staging buffers",
+                 mpiacc_counter_value("opencl.pinned.alloc") - a0);
+        MT_CHECK(mpiacc_counter_value("opencl.cache.hit") >= 1, "no cache hit recorded");
+        clReleaseMemObject(m);
+        MPI_Type_free(&t);
+        ocl_teardown(&f);
+    }
+
+    MT_CASE(cases[c++]) {
+        ocl_env f = ocl_setup();
+        MPI_Datatype t = ocl_type(&f);
+        cl_mem m = ocl_alloc(&f, 4096);
+        if (mt_rank == 0) MPI_Send(m, 4096, t, 1, 2600, MPI_COMM_WORLD);
+        else if (mt_rank == 1) MPI_Recv(m, 4096, t, 0, 2600, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        long long ev0 = mpiacc_counter_value("opencl.cache.evicted");
+        clReleaseMemObject(m);
+        MPI_Type_free(&t);
+        ocl_teardown(&f);
+        /* Eviction is noticed on the next cache use: a transfer on another context. */
+        good_transfer_after(&e, 2601);
+        MT_CHECK(mpiacc_counter_value("opencl.cache.evicted") > ev0, "the destroyed context's entry was not evicted");
+    }
+
+    MT_CASE(cases[c++]) {
+        MPI_Datatype t = ocl_type(&e);
+        if (mt_rank == 0) expect_send_error(MPI_Send(NULL, 10, t, 1, 2700, MPI_COMM_WORLD), MPI_ERR_BUFFER, "MPI_Send");
+        MPI_Type_free(&t);
+        good_transfer_after(&e, 2701);
+    }
+
+    MT_CASE(cases[c++]) {
+        ocl_env f = ocl_setup();
+        MPI_Datatype t = ocl_type(&e); /* e's queue */
+        cl_mem foreign = ocl_alloc(&f, 64);
+        if (mt_rank == 0)
+            expect_send_error(MPI_Send(foreign, 64, t, 1, 2800, MPI_COMM_WORLD), MPI_ERR_BUFFER, "MPI_Send");
+        clReleaseMemObject(foreign);
+        MPI_Type_free(&t);
+        ocl_teardown(&f);
+        good_transfer_after(&e, 2801);
+    }
+
+    MT_CASE(cases[c++]) {
+        MPI_Datatype t = ocl_type(&e);
+        cl_mem m = ocl_alloc(&e, 100);
+        if (mt_rank == 0) expect_send_error(MPI_Send(m, 101, t, 1, 2900, MPI_COMM_WORLD), MPI_ERR_COUNT, "MPI_Send");
+        clReleaseMemObject(m);
+        MPI_Type_free(&t);
+        good_transfer_after(&e, 2901);
+    }
+
+    MT_CASE(cases[c++]) {
+        MPI_Datatype t = ocl_type(&e);
+        MPI_Type_set_attr(t, MPIX_ACC_OFFSET, (void *)(long)500);
+        cl_mem m = ocl_alloc(&e, 100);
+        if (mt_rank == 0) expect_send_error(MPI_Send(m, 1, t, 1, 3000, MPI_COMM_WORLD), MPI_ERR_ARG, "MPI_Send");
+        clReleaseMemObject(m);
+        MPI_Type_free(&t);
+        good_transfer_after(&e, 3001);
+    }
+
+    MT_CASE(cases[c++]) {
+        MPI_Datatype t;
+        MPI_Type_dup(MPI_BYTE, &t);
+        MPI_Type_set_attr(t, MPIX_ACC_BUF_TYPE, (void *)(long)MPIX_ACC_BUF_OPENCL);
+        cl_mem m = ocl_alloc(&e, 100);
+        if (mt_rank == 0) expect_send_error(MPI_Send(m, 10, t, 1, 3100, MPI_COMM_WORLD), MPI_ERR_ARG, "MPI_Send");
+        clReleaseMemObject(m);
+        MPI_Type_free(&t);
+        good_transfer_after(&e, 3101);
+    }
+
+    MT_CASE(cases[c++]) {
+        MPI_Datatype t;
+        MPI_Type_dup(MPI_BYTE, &t);
+        MPI_Type_set_attr(t, MPIX_ACC_BUF_TYPE, (void *)(long)42);
+        char buf[16] = {0};
+        if (mt_rank == 0) expect_send_error(MPI_Send(buf, 16, t, 1, 3200, MPI_COMM_WORLD), MPI_ERR_ARG, "MPI_Send");
+        if (mt_rank == 1) {
+            MPI_Request r;
+            expect_send_error(MPI_Irecv(buf, 16, t, 0, 3200, MPI_COMM_WORLD, &r), MPI_ERR_ARG, "MPI_Irecv");
+        }
+        MPI_Type_free(&t);
+        good_transfer_after(&e, 3201);
+    }
+    ocl_teardown(&e);
+    return mt_finalize();
+}
