@@ -134,8 +134,11 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
 
     if (mb.kind != BufKind::HOST) {
         const bool blocking = request == nullptr;
+        // Inside a node a CUDA buffer is pulled by the receiver (one copy) rather than
+        // staged on both sides (two copies).
+        const bool ipc_candidate = mb.kind == BufKind::CUDA && ctx.knobs.ipc && same_node(world_rank_of(comm, dest));
         if (blocking && mode != SendMode::BUFFERED && mb.bytes <= ctx.knobs.device_eager_max &&
-            mb.bytes != kEnvelopeBytes) {
+            mb.bytes != kEnvelopeBytes && !ipc_candidate) {
             // Small device data from a blocking send: staged whole, sent as the plain
             // payload (DESIGN 2.2), through a pinned slot when one is free.
             PinnedPool *pool = mb.device->staging_pool();
@@ -217,10 +220,17 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
         return PMPI_Recv(buf, count, type, source, tag, comm, status);
     }
 
+    // A host buffer that can hold an envelope, laid out contiguously, receives in place.
+    // Others land in a bounce buffer first: smaller ones because an envelope must fit,
+    // non-contiguous ones because MPICH refuses a 200-byte envelope into a typemap whose
+    // elements it does not fill ("message truncated" in 4.0.2).
+    const bool in_place = static_cast<std::size_t>(n) >= kEnvelopeBytes &&
+                          (is_builtin_type(type) || describe_layout(count, type).contiguous);
+
     if (attrs.kind == BufKind::HOST && !request) {
         MPI_Status st;
         st.MPI_ERROR = MPI_SUCCESS;
-        if (static_cast<std::size_t>(n) >= kEnvelopeBytes) {
+        if (in_place) {
             // Straight into the user's buffer; an envelope shows up as exactly its length.
             int rc;
             if (!transfers_in_flight()) {
@@ -233,9 +243,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
             if (rc == MPI_SUCCESS && status_bytes(st) == kEnvelopeBytes) {
                 MessageBuffer mb;
                 make_message_buffer(buf, count, type, attrs, &mb, &why);
-                char head[kEnvelopeBytes];
-                pack_range(buf, count, type, 0, head, kEnvelopeBytes);
-                if (looks_like_envelope(head, kEnvelopeBytes)) {
+                if (looks_like_envelope(mb.contiguous_host(), kEnvelopeBytes)) {
                     std::unique_ptr<RecvOp> op;
                     {
                         StateLock lock;
@@ -247,14 +255,21 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
             if (status != MPI_STATUS_IGNORE) *status = st;
             return rc;
         }
-        // Smaller than an envelope: land in a bounce buffer that an envelope fits in.
-        char bounce[kEnvelopeBytes];
+        char small[kEnvelopeBytes];
+        std::vector<char> large;
+        char *bounce = small;
+        std::size_t bounce_size = kEnvelopeBytes;
+        if (static_cast<std::size_t>(n) > kEnvelopeBytes) {
+            bounce_size = std::max(kEnvelopeBytes, std::min<std::size_t>(n, largest_payload(ctx.knobs)));
+            large.resize(bounce_size);
+            bounce = large.data();
+        }
         int rc;
         if (!transfers_in_flight()) {
-            rc = PMPI_Recv(bounce, kEnvelopeBytes, MPI_BYTE, source, tag, comm, &st);
+            rc = PMPI_Recv(bounce, static_cast<int>(bounce_size), MPI_BYTE, source, tag, comm, &st);
         } else {
             MPI_Request r;
-            rc = PMPI_Irecv(bounce, kEnvelopeBytes, MPI_BYTE, source, tag, comm, &r);
+            rc = PMPI_Irecv(bounce, static_cast<int>(bounce_size), MPI_BYTE, source, tag, comm, &r);
             if (rc == MPI_SUCCESS) rc = wait_mpich_request(&r, &st);
         }
         if (rc != MPI_SUCCESS) return rc;
@@ -287,7 +302,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     MessageBuffer mb;
     int rc = make_message_buffer(buf, count, type, attrs, &mb, &why);
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
-    const bool watch = request && mb.kind == BufKind::HOST && mb.bytes >= kEnvelopeBytes;
+    const bool watch = request && mb.kind == BufKind::HOST && in_place;
     std::unique_ptr<RecvOp> op;
     MPI_Request matching = MPI_REQUEST_NULL;
     {

@@ -66,6 +66,11 @@ int initialize_context(int provided_thread_level) {
     PMPI_Comm_get_attr(ctx.proto_comm, MPI_TAG_UB, &tag_ub, &flag);
     if (flag && tag_ub) ctx.tag_ub = *tag_ub;
     ctx.node_id = local_node_id();
+    // Who shares this node decides, before any envelope, whether a device send may take
+    // the IPC pull rather than the staged eager path.
+    ctx.node_ids.assign(ctx.world_size, 0);
+    rc = PMPI_Allgather(&ctx.node_id, 1, MPI_UINT64_T, ctx.node_ids.data(), 1, MPI_UINT64_T, ctx.proto_comm);
+    if (rc != MPI_SUCCESS) return rc;
 
     int *publics[] = {&MPIX_ACC_BUF_TYPE, &MPIX_ACC_STREAM, &MPIX_ACC_COMMAND_QUEUE, &MPIX_ACC_EVENT,
                       &MPIX_ACC_CONTEXT,  &MPIX_ACC_DEVICE, &MPIX_ACC_OFFSET};
@@ -84,7 +89,13 @@ int initialize_context(int provided_thread_level) {
     if (ctx.world_rank == 0)
         for (const std::string &e : ctx.knob_errors) std::fprintf(stderr, "MPI-ACC warning: %s\n", e.c_str());
     ctx.initialized = true;
-    if (ctx.knobs.async_progress) ctx.progress_thread = std::thread(progress_thread_main);
+    if (ctx.knobs.async_progress) {
+        if (provided_thread_level == MPI_THREAD_MULTIPLE)
+            ctx.progress_thread = std::thread(progress_thread_main);
+        else if (ctx.world_rank == 0)
+            std::fprintf(stderr, "MPI-ACC warning: MPIACC_ASYNC_PROGRESS=1 needs MPI_THREAD_MULTIPLE, which MPICH "
+                                 "did not provide; progress stays in MPI calls\n");
+    }
     return MPI_SUCCESS;
 }
 
@@ -120,6 +131,12 @@ void finalize_context() {
     if (ctx.proto_comm != MPI_COMM_NULL) PMPI_Comm_free(&ctx.proto_comm);
     ctx.initialized = false;
     ctx.cuda_autodetect_active = false;
+}
+
+bool same_node(int world_peer) {
+    Context &ctx = context();
+    return world_peer >= 0 && world_peer < static_cast<int>(ctx.node_ids.size()) &&
+           ctx.node_ids[world_peer] == ctx.node_id;
 }
 
 int world_rank_of(MPI_Comm comm, int rank) {

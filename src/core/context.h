@@ -56,6 +56,7 @@ public:
     MPI_Comm proto_comm = MPI_COMM_NULL;   // private duplicate of MPI_COMM_WORLD (DESIGN 2.3)
     int tag_ub = 32767;
     std::uint64_t node_id = 0;
+    std::vector<std::uint64_t> node_ids;  // by world rank: who shares this node
     std::uint64_t next_transfer_id = 1;
     bool cuda_autodetect_active = false;   // knob on and a CUDA device usable
 
@@ -113,7 +114,10 @@ private:
 int initialize_context(int provided_thread_level);
 void finalize_context();
 
-// The world rank of `rank` in `comm` (remote group for intercommunicators); cached.
+// True when world rank `peer` runs on this node.
+bool same_node(int world_peer);
+
+// The world rank of `rank` in `comm` (remote group for intercommunicators).
 int world_rank_of(MPI_Comm comm, int rank);
 
 }  // namespace mpiacc

@@ -3,6 +3,8 @@
 #include <hwloc.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <mutex>
 
 namespace mpiacc {
 
@@ -63,14 +65,31 @@ std::size_t PinnedPool::exhausted_count() const {
     return exhausted_;
 }
 
+namespace {
+
+// Loading a topology with I/O devices takes tens of milliseconds; it is read-only once
+// loaded, so one copy serves every allocation of the process.
+hwloc_topology_t shared_topology() {
+    static std::once_flag once;
+    static hwloc_topology_t topo = nullptr;
+    std::call_once(once, [] {
+        hwloc_topology_t t;
+        if (hwloc_topology_init(&t) != 0) return;
+        hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+        if (hwloc_topology_load(t) != 0) {
+            hwloc_topology_destroy(t);
+            return;
+        }
+        topo = t;
+    });
+    return topo;
+}
+
+}  // namespace
+
 NumaAllocationScope::NumaAllocationScope(const std::string &pci_bus_id) {
-    hwloc_topology_t topo;
-    if (hwloc_topology_init(&topo) != 0) return;
-    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-    if (hwloc_topology_load(topo) != 0) {
-        hwloc_topology_destroy(topo);
-        return;
-    }
+    hwloc_topology_t topo = shared_topology();
+    if (!topo) return;
     topology_ = topo;
     if (hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) < 2) return;  // nothing to choose
 
@@ -114,7 +133,6 @@ NumaAllocationScope::~NumaAllocationScope() {
                           HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET);
         hwloc_bitmap_free(saved);
     }
-    if (topo) hwloc_topology_destroy(topo);
 }
 
 }  // namespace mpiacc

@@ -41,7 +41,7 @@ int PersistentOp::start() {
         std::unique_ptr<RecvOp> op;
         // A host buffer that can hold an envelope is posted directly (no bounce copy);
         // the op owns that MPICH request and checks it for an envelope.
-        const bool direct = mb.kind == BufKind::HOST && mb.bytes >= kEnvelopeBytes;
+        const bool direct = mb.kind == BufKind::HOST && mb.bytes >= kEnvelopeBytes && mb.layout.contiguous;
         rc = RecvOp::post(std::move(mb), peer_, tag_, comm, call, direct, &op, nullptr);
         running_ = std::move(op);
     }

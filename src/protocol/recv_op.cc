@@ -19,13 +19,6 @@ std::size_t status_bytes(const MPI_Status &st) {
     return n == MPI_UNDEFINED ? 0 : static_cast<std::size_t>(n);
 }
 
-// Largest payload a sender may send without an envelope: host data under the
-// rendezvous threshold, or device data a blocking send staged whole.
-std::size_t largest_payload(const Knobs &k) {
-    if (k.host_rndv_threshold == 0) return SIZE_MAX;
-    return std::max(k.host_rndv_threshold - 1, k.device_eager_max);
-}
-
 }  // namespace
 
 int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const char *call,

@@ -10,7 +10,10 @@
 #include <memory>
 #include <vector>
 
+#include <algorithm>
+
 #include "accel/accel.h"
+#include "core/knobs.h"
 #include "core/op.h"
 #include "datatype/layout.h"
 #include "protocol/envelope.h"
@@ -216,6 +219,13 @@ struct StashedEnvelope {
 // host, or a device buffer captured now. Returns an MPI error class with *why on failure.
 int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs,
                         MessageBuffer *out, std::string *why);
+
+// Largest payload a sender may send without an envelope: host data under the
+// rendezvous threshold, or device data a blocking send staged whole.
+inline std::size_t largest_payload(const Knobs &k) {
+    if (k.host_rndv_threshold == 0) return SIZE_MAX;
+    return std::max(k.host_rndv_threshold - 1, k.device_eager_max);
+}
 
 // Status fields for MPI-ACC-completed operations.
 void set_status(MPI_Status *st, int source, int tag, std::size_t bytes, int error, bool cancelled);

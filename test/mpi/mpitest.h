@@ -61,7 +61,7 @@ static void mt_end(void) {
 #define MT_CASE(name) for (int mt_once_ = (mt_begin(name), 1); mt_once_; mt_once_ = 0, mt_end())
 
 /* A case that cannot run here: named and counted as skipped. All ranks call it. */
-static void mt_skip(const char *name, const char *why) {
+static inline void mt_skip(const char *name, const char *why) {
     ++mt_count;
     if (mt_rank == 0) printf("ok %d - %s # SKIP %s\n", mt_count, name, why);
 }

@@ -1,0 +1,470 @@
+#include "accel/opencl/opencl_accel.h"
+
+#include <CL/cl_icd.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "core/context.h"
+#include "core/error.h"
+
+namespace mpiacc {
+
+using opencl::cl_error_name;
+using opencl::EventRef;
+using opencl::MemRef;
+
+namespace {
+
+// Copies the pointer-sized word at `address` into *word, or returns false when that
+// memory is not mapped. Why not a plain read: OpenCL has no "is this a handle" query,
+// and the ICD loader dereferences whatever it is given.
+bool read_word(const void *address, const void **word) {
+    if (!address || reinterpret_cast<std::uintptr_t>(address) % alignof(void *) != 0) return false;
+    iovec local{word, sizeof *word};
+    iovec remote{const_cast<void *>(address), sizeof *word};
+    ssize_t copied = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (copied == static_cast<ssize_t>(sizeof *word)) return true;
+    if (copied < 0 && errno == EFAULT) return false;
+    // The syscall is filtered (seccomp) or missing: ask whether the page is mapped. An
+    // aligned word never straddles two pages.
+    const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+    unsigned char resident = 0;
+    const char *page_start = static_cast<const char *>(address) - reinterpret_cast<std::uintptr_t>(address) % page;
+    if (mincore(const_cast<char *>(page_start), page, &resident) != 0) return false;
+    std::memcpy(word, address, sizeof *word);
+    return true;
+}
+
+bool context_devices(cl_context context, std::vector<cl_device_id> *devices) {
+    cl_uint count = 0;
+    if (clGetContextInfo(context, CL_CONTEXT_NUM_DEVICES, sizeof count, &count, nullptr) != CL_SUCCESS || count == 0 ||
+        count > 4096)
+        return false;
+    devices->assign(count, nullptr);
+    return clGetContextInfo(context, CL_CONTEXT_DEVICES, count * sizeof(cl_device_id), devices->data(), nullptr) ==
+           CL_SUCCESS;
+}
+
+std::string platform_name(cl_platform_id platform) {
+    char name[256] = {0};
+    if (clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof name - 1, name, nullptr) != CL_SUCCESS) return "";
+    return name;
+}
+
+// Polls an OpenCL event; MPI_ERR_OTHER once it ends with a negative status (the command
+// failed, or a command it waited for did).
+class EventCompletion final : public Completion {
+public:
+    EventCompletion(EventRef event, std::shared_ptr<opencl::CacheEntry> entry)
+        : event_(std::move(event)), entry_(std::move(entry)) {}
+
+    bool test() override {
+        if (finished_) return true;
+        cl_int status = CL_QUEUED;
+        cl_int rc = clGetEventInfo(event_.get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+        if (rc != CL_SUCCESS || status < 0) {
+            error_ = MPI_ERR_OTHER;
+            finished_ = true;
+        } else if (status == CL_COMPLETE) {
+            finished_ = true;
+        }
+        return finished_;
+    }
+    int error() const override { return error_; }
+
+private:
+    EventRef event_;
+    // Keeps the queue the command runs on, and the staging pool it may touch, alive.
+    std::shared_ptr<opencl::CacheEntry> entry_;
+    bool finished_ = false;
+    int error_ = MPI_SUCCESS;
+};
+
+class FinishedCompletion final : public Completion {
+public:
+    bool test() override { return true; }
+};
+
+}  // namespace
+
+OpenClSettings OpenClSettings::from_knobs() {
+    const Knobs &k = knobs();
+    OpenClSettings settings;
+    settings.platform = k.opencl_platform;
+    settings.cache_entries = k.opencl_cache_size;
+    settings.slot_size = k.chunk_size;
+    settings.pool_bytes = k.pool_size;
+    return settings;
+}
+
+// ------------------------------------------------------------------ OpenClDeviceBuffer
+
+OpenClDeviceBuffer::OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry, MemRef mem, std::size_t offset,
+                                       std::size_t bytes, EventRef dependency)
+    : entry_(std::move(entry)),
+      mem_(std::move(mem)),
+      region_offset_(offset),
+      bytes_(bytes),
+      dependency_(std::move(dependency)) {}
+
+int OpenClDeviceBuffer::copy_to_host(std::size_t offset, void *dst, std::size_t len, std::unique_ptr<Completion> *done,
+                                     std::string *why) {
+    return enqueue_copy(Direction::TO_HOST, offset, dst, len, done, why);
+}
+
+int OpenClDeviceBuffer::copy_from_host(std::size_t offset, const void *src, std::size_t len,
+                                       std::unique_ptr<Completion> *done, std::string *why) {
+    // clEnqueueWriteBuffer takes const void *; the cast only shares enqueue_copy.
+    return enqueue_copy(Direction::FROM_HOST, offset, const_cast<void *>(src), len, done, why);
+}
+
+int OpenClDeviceBuffer::enqueue_copy(Direction direction, std::size_t offset, void *host, std::size_t len,
+                                     std::unique_ptr<Completion> *done, std::string *why) {
+    if (offset > bytes_ || len > bytes_ - offset) {
+        *why = format("copy of bytes [%zu, %zu) is outside the captured OpenCL region of %zu bytes", offset,
+                      offset + len, bytes_);
+        return MPI_ERR_COUNT;
+    }
+    if (len == 0) {  // OpenCL rejects empty copies; ordering still follows the dependency
+        *done = dependency();
+        if (!*done) *done = std::make_unique<FinishedCompletion>();
+        return MPI_SUCCESS;
+    }
+    cl_command_queue queue = entry_->next_copy_queue();
+    cl_event wait_for = dependency_.get();
+    cl_uint wait_count = wait_for ? 1 : 0;
+    cl_event copied = nullptr;
+    cl_int error = CL_SUCCESS;
+    if (direction == Direction::TO_HOST)
+        error = clEnqueueReadBuffer(queue, mem_.get(), CL_FALSE, region_offset_ + offset, len, host, wait_count,
+                                    wait_count ? &wait_for : nullptr, &copied);
+    else
+        error = clEnqueueWriteBuffer(queue, mem_.get(), CL_FALSE, region_offset_ + offset, len, host, wait_count,
+                                     wait_count ? &wait_for : nullptr, &copied);
+    if (error != CL_SUCCESS) {
+        *why = format("%s of %zu bytes at offset %zu failed: %s",
+                      direction == Direction::TO_HOST ? "clEnqueueReadBuffer" : "clEnqueueWriteBuffer", len,
+                      region_offset_ + offset, cl_error_name(error).c_str());
+        return MPI_ERR_OTHER;
+    }
+    EventRef event = EventRef::adopt(copied);
+    // Without a flush an implementation may hold the command back until the next
+    // blocking call, and we never make one.
+    clFlush(queue);
+    *done = std::make_unique<EventCompletion>(std::move(event), entry_);
+    return MPI_SUCCESS;
+}
+
+std::unique_ptr<Completion> OpenClDeviceBuffer::dependency() {
+    if (!dependency_) return nullptr;
+    return std::make_unique<EventCompletion>(EventRef::retain(dependency_.get()), entry_);
+}
+
+// ------------------------------------------------------------------ OpenClAccel
+
+OpenClAccel::OpenClAccel() : settings_from_knobs_(true) {}
+
+OpenClAccel::OpenClAccel(OpenClSettings settings) : settings_from_knobs_(false), settings_(std::move(settings)) {}
+
+OpenClAccel::~OpenClAccel() { shutdown(); }
+
+void OpenClAccel::initialise() {
+    std::call_once(initialise_once_, [this] {
+        if (settings_from_knobs_) settings_ = OpenClSettings::from_knobs();
+        scan_platforms();
+        opencl::EntrySettings entry_settings;
+        entry_settings.slot_size = settings_.slot_size;
+        entry_settings.pool_bytes = settings_.pool_bytes;
+        cache_ = std::make_unique<opencl::ObjectCache>(
+            settings_.cache_entries > 0 ? static_cast<std::size_t>(settings_.cache_entries) : 0, entry_settings);
+        initialised_.store(true, std::memory_order_release);
+    });
+}
+
+void OpenClAccel::scan_platforms() {
+    cl_uint count = 0;
+    // With no ICD registered the loader answers CL_PLATFORM_NOT_FOUND_KHR.
+    if (clGetPlatformIDs(0, nullptr, &count) != CL_SUCCESS || count == 0) return;
+    std::vector<cl_platform_id> platforms(count);
+    if (clGetPlatformIDs(count, platforms.data(), nullptr) != CL_SUCCESS) return;
+    platforms_ = platforms;
+    for (cl_platform_id platform : platforms) {
+        DispatchTable known{};
+        const std::size_t entry_at = offsetof(cl_icd_dispatch, clGetMemObjectInfo);
+        if (read_word(platform, &known.table) &&
+            read_word(static_cast<const char *>(known.table) + entry_at, &known.get_mem_object_info))
+            dispatch_tables_.push_back(known);
+        // The knob picks what we report; buffers of every platform are still accepted.
+        if (!settings_.platform.empty() && platform_name(platform).find(settings_.platform) == std::string::npos)
+            continue;
+        cl_uint devices = 0;
+        if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &devices) == CL_SUCCESS && devices > 0)
+            available_ = true;
+    }
+}
+
+bool OpenClAccel::available() {
+    initialise();
+    return available_;
+}
+
+bool OpenClAccel::is_opencl_object(const void *handle) const {
+    const void *table = nullptr;
+    if (!read_word(handle, &table)) return false;
+    if (std::any_of(dispatch_tables_.begin(), dispatch_tables_.end(),
+                    [table](const DispatchTable &known) { return known.table == table; }))
+        return true;
+    // A vendor may keep one table per object type; all of them lead to its functions.
+    const void *get_mem_object_info = nullptr;
+    if (!read_word(static_cast<const char *>(table) + offsetof(cl_icd_dispatch, clGetMemObjectInfo),
+                   &get_mem_object_info))
+        return false;
+    return std::any_of(
+        dispatch_tables_.begin(), dispatch_tables_.end(),
+        [get_mem_object_info](const DispatchTable &known) { return known.get_mem_object_info == get_mem_object_info; });
+}
+
+// PoCL 3.1 lists the parent device in CL_CONTEXT_DEVICES of a context made from
+// sub-devices, while CL_QUEUE_DEVICE of a queue there names the sub-device; so a device
+// belongs to the context when it or one of its ancestors is listed.
+bool OpenClAccel::device_in_context(cl_device_id device, const std::vector<cl_device_id> &devices) const {
+    for (int depth = 0; device && depth < 8; ++depth) {
+        if (std::find(devices.begin(), devices.end(), device) != devices.end()) return true;
+        // A real device names an installed platform; other objects read as a device
+        // (PoCL does not check types) do not.
+        cl_platform_id platform = nullptr;
+        cl_device_id parent = nullptr;
+        if (!is_opencl_object(device) ||
+            clGetDeviceInfo(device, CL_DEVICE_PLATFORM, sizeof(cl_platform_id), &platform, nullptr) != CL_SUCCESS ||
+            std::find(platforms_.begin(), platforms_.end(), platform) == platforms_.end() ||
+            clGetDeviceInfo(device, CL_DEVICE_PARENT_DEVICE, sizeof(cl_device_id), &parent, nullptr) != CL_SUCCESS)
+            return false;
+        device = parent;
+    }
+    return false;
+}
+
+// PoCL 3.1 answers clGet*Info for any of its objects whatever the type (a queue passed as
+// a cl_mem "succeeds"), so each inspection also checks a property only the right kind of
+// object can have.
+int OpenClAccel::inspect_mem(cl_mem mem, cl_context *context, std::size_t *size, std::string *why) const {
+    if (!mem) {
+        *why = "buffer: the cl_mem is NULL";
+        return MPI_ERR_BUFFER;
+    }
+    if (!is_opencl_object(mem)) {
+        *why = format("buffer: %p is not a cl_mem (not an OpenCL object; host memory needs MPIX_ACC_BUF_HOST)",
+                      static_cast<void *>(mem));
+        return MPI_ERR_BUFFER;
+    }
+    cl_mem_object_type type = 0;
+    cl_int error = clGetMemObjectInfo(mem, CL_MEM_TYPE, sizeof type, &type, nullptr);
+    if (error == CL_SUCCESS) error = clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof(cl_context), context, nullptr);
+    if (error == CL_SUCCESS) error = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof *size, size, nullptr);
+    if (error != CL_SUCCESS) {
+        *why = format("buffer: %p is not a valid cl_mem (clGetMemObjectInfo: %s)", static_cast<void *>(mem),
+                      cl_error_name(error).c_str());
+        return MPI_ERR_BUFFER;
+    }
+    if (type != CL_MEM_OBJECT_BUFFER) {
+        *why = format(
+            "buffer: %p is not an OpenCL buffer (CL_MEM_TYPE 0x%x; images, pipes and other cl_* "
+            "handles cannot be sent)",
+            static_cast<void *>(mem), static_cast<unsigned>(type));
+        return MPI_ERR_BUFFER;
+    }
+    return MPI_SUCCESS;
+}
+
+// `mem_context` is the (already validated) context of the cl_mem: a handle equal to it
+// needs no further check, which keeps the common case to one safe read per handle.
+int OpenClAccel::resolve_context_and_device(const BufferAttrs &attrs, cl_context mem_context, cl_context *context,
+                                            cl_device_id *device, const char **source, std::string *why) const {
+    std::vector<cl_device_id> devices;
+    if (attrs.queue) {
+        *source = "MPIX_ACC_COMMAND_QUEUE";
+        auto queue = static_cast<cl_command_queue>(attrs.queue);
+        if (!is_opencl_object(queue)) {
+            *why = format("MPIX_ACC_COMMAND_QUEUE: %p is not a cl_command_queue (not an OpenCL object)", attrs.queue);
+            return MPI_ERR_ARG;
+        }
+        cl_int error = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof(cl_context), context, nullptr);
+        if (error == CL_SUCCESS)
+            error = clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof(cl_device_id), device, nullptr);
+        if (error != CL_SUCCESS) {
+            *why = format("MPIX_ACC_COMMAND_QUEUE: %p is not a valid cl_command_queue (clGetCommandQueueInfo: %s)",
+                          attrs.queue, cl_error_name(error).c_str());
+            return MPI_ERR_ARG;
+        }
+        // A real queue's device is one of its context's devices; another object read
+        // as a queue gives pointers that fail this.
+        if ((*context != mem_context && !is_opencl_object(*context)) || !context_devices(*context, &devices) ||
+            !device_in_context(*device, devices)) {
+            *why = format("MPIX_ACC_COMMAND_QUEUE: %p is not a valid cl_command_queue", attrs.queue);
+            return MPI_ERR_ARG;
+        }
+        if (attrs.context && attrs.context != static_cast<void *>(*context)) {
+            *why = "MPIX_ACC_CONTEXT: differs from the cl_context of MPIX_ACC_COMMAND_QUEUE";
+            return MPI_ERR_ARG;
+        }
+        if (attrs.device_given && attrs.device != static_cast<void *>(*device)) {
+            *why = "MPIX_ACC_DEVICE: differs from the cl_device_id of MPIX_ACC_COMMAND_QUEUE";
+            return MPI_ERR_ARG;
+        }
+        return MPI_SUCCESS;
+    }
+    if (!attrs.context) {
+        *why =
+            "MPIX_ACC_COMMAND_QUEUE: an OpenCL buffer needs a command queue, or MPIX_ACC_CONTEXT (with "
+            "MPIX_ACC_DEVICE when the context has several devices); neither was set";
+        return MPI_ERR_ARG;
+    }
+    *source = "MPIX_ACC_CONTEXT";
+    *context = static_cast<cl_context>(attrs.context);
+    if ((*context != mem_context && !is_opencl_object(*context)) || !context_devices(*context, &devices)) {
+        *why = format("MPIX_ACC_CONTEXT: %p is not a valid cl_context", attrs.context);
+        return MPI_ERR_ARG;
+    }
+    if (attrs.device_given || attrs.device) {
+        *device = static_cast<cl_device_id>(attrs.device);
+        if (!device_in_context(*device, devices)) {
+            *why = format("MPIX_ACC_DEVICE: %p is not a device of MPIX_ACC_CONTEXT", attrs.device);
+            return MPI_ERR_ARG;
+        }
+        return MPI_SUCCESS;
+    }
+    if (devices.size() != 1) {
+        *why = format(
+            "MPIX_ACC_DEVICE: MPIX_ACC_CONTEXT has %zu devices; set MPIX_ACC_DEVICE or "
+            "MPIX_ACC_COMMAND_QUEUE to say which one",
+            devices.size());
+        return MPI_ERR_ARG;
+    }
+    *device = devices[0];
+    return MPI_SUCCESS;
+}
+
+// BRIEF S1: the dependency is fixed when the call is made. Work the user enqueues later
+// does not delay the transfer, and the user may release the event or queue at once.
+int OpenClAccel::capture_dependency(const BufferAttrs &attrs, cl_context context, const char *source,
+                                    EventRef *dependency, std::string *why) const {
+    if (attrs.event) {
+        auto event = static_cast<cl_event>(attrs.event);
+        cl_command_type command = 0;
+        cl_context event_context = nullptr;
+        cl_command_queue event_queue = nullptr;
+        if (!is_opencl_object(event)) {
+            *why = format("MPIX_ACC_EVENT: %p is not a cl_event (not an OpenCL object)", attrs.event);
+            return MPI_ERR_ARG;
+        }
+        cl_int error = clGetEventInfo(event, CL_EVENT_COMMAND_TYPE, sizeof command, &command, nullptr);
+        if (error == CL_SUCCESS)
+            error = clGetEventInfo(event, CL_EVENT_CONTEXT, sizeof(cl_context), &event_context, nullptr);
+        if (error == CL_SUCCESS)
+            error = clGetEventInfo(event, CL_EVENT_COMMAND_QUEUE, sizeof(cl_command_queue), &event_queue, nullptr);
+        if (error != CL_SUCCESS) {
+            *why = format("MPIX_ACC_EVENT: %p is not a valid cl_event (clGetEventInfo: %s)", attrs.event,
+                          cl_error_name(error).c_str());
+            return MPI_ERR_ARG;
+        }
+        // Every command type, core or extension, is at least CL_COMMAND_NDRANGE_KERNEL;
+        // other objects read as events show small numbers there on PoCL.
+        if (command < CL_COMMAND_NDRANGE_KERNEL) {
+            *why = format("MPIX_ACC_EVENT: %p is not a cl_event", attrs.event);
+            return MPI_ERR_ARG;
+        }
+        if (event_context != context) {
+            *why = format("MPIX_ACC_EVENT: cl_event belongs to a different cl_context than %s", source);
+            return MPI_ERR_ARG;
+        }
+        // Our copy queues wait on it; OpenCL only promises that when its queue was flushed.
+        if (event_queue) clFlush(event_queue);
+        *dependency = EventRef::retain(event);
+        return MPI_SUCCESS;
+    }
+    if (attrs.queue) {
+        auto queue = static_cast<cl_command_queue>(attrs.queue);
+        cl_event marker = nullptr;
+        cl_int error = clEnqueueMarkerWithWaitList(queue, 0, nullptr, &marker);
+        if (error != CL_SUCCESS) {
+            *why = "MPIX_ACC_COMMAND_QUEUE: enqueueing the dependency marker failed: " + cl_error_name(error);
+            return MPI_ERR_OTHER;
+        }
+        *dependency = EventRef::adopt(marker);
+        clFlush(queue);
+    }
+    return MPI_SUCCESS;
+}
+
+// Error classes: MPI_ERR_BUFFER for a NULL or invalid cl_mem, or one of another context;
+// MPI_ERR_ARG for a missing or invalid queue, context, device or event and an offset past
+// the end; MPI_ERR_COUNT when offset + bytes does not fit; MPI_ERR_OTHER when OpenCL
+// fails to make the internal objects.
+int OpenClAccel::capture(void *addr, std::size_t bytes, const BufferAttrs &attrs, std::unique_ptr<DeviceBuffer> *out,
+                         std::string *why) {
+    initialise();
+    if (dispatch_tables_.empty()) {
+        *why = "buffer: no OpenCL platform is installed, so it cannot be a cl_mem";
+        return MPI_ERR_BUFFER;
+    }
+    auto mem = static_cast<cl_mem>(addr);
+    cl_context mem_context = nullptr;
+    std::size_t mem_size = 0;
+    int rc = inspect_mem(mem, &mem_context, &mem_size, why);
+    if (rc != MPI_SUCCESS) return rc;
+
+    cl_context user_context = nullptr;
+    cl_device_id user_device = nullptr;
+    const char *source = "";
+    rc = resolve_context_and_device(attrs, mem_context, &user_context, &user_device, &source, why);
+    if (rc != MPI_SUCCESS) return rc;
+    if (mem_context != user_context) {
+        *why = format("buffer: cl_mem belongs to a different cl_context than %s", source);
+        return MPI_ERR_BUFFER;
+    }
+    if (attrs.offset > mem_size) {
+        *why = format("MPIX_ACC_OFFSET: %zu is past the end of the cl_mem (%zu bytes)", attrs.offset, mem_size);
+        return MPI_ERR_ARG;
+    }
+    if (bytes > mem_size - attrs.offset) {
+        *why = format("count: the message needs %zu bytes from MPIX_ACC_OFFSET %zu, but the cl_mem holds %zu bytes",
+                      bytes, attrs.offset, mem_size);
+        return MPI_ERR_COUNT;
+    }
+
+    EventRef dependency;
+    rc = capture_dependency(attrs, user_context, source, &dependency, why);
+    if (rc != MPI_SUCCESS) return rc;
+
+    std::shared_ptr<opencl::CacheEntry> entry = cache_->acquire(user_context, user_device, why);
+    if (!entry) return MPI_ERR_OTHER;
+    *out = std::make_unique<OpenClDeviceBuffer>(std::move(entry), MemRef::retain(mem), attrs.offset, bytes,
+                                                std::move(dependency));
+    return MPI_SUCCESS;
+}
+
+void OpenClAccel::shutdown() {
+    if (initialised_.load(std::memory_order_acquire)) cache_->clear();
+}
+
+std::size_t OpenClAccel::sweep() {
+    if (!initialised_.load(std::memory_order_acquire)) return 0;
+    return cache_->sweep();
+}
+
+std::size_t OpenClAccel::cached_entries() const {
+    if (!initialised_.load(std::memory_order_acquire)) return 0;
+    return cache_->size();
+}
+
+std::unique_ptr<Accel> make_opencl_accel() { return std::make_unique<OpenClAccel>(); }
+
+}  // namespace mpiacc

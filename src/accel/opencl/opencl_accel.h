@@ -1,0 +1,126 @@
+// The OpenCL component of the accelerator table (BRIEF A2). The buffer argument is the
+// cl_mem itself; its context and device come from MPIX_ACC_COMMAND_QUEUE, or from
+// MPIX_ACC_CONTEXT (plus MPIX_ACC_DEVICE when the context has several devices).
+// Copies run on the cache entry's own in-order queues, never the user's, and wait for
+// the dependency captured at call time inside OpenCL (no host-side polling).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "accel/accel.h"
+#include "accel/opencl/object_cache.h"
+
+namespace mpiacc {
+
+// What the component reads from the knobs; tests pass their own.
+struct OpenClSettings {
+    std::string platform;                // opencl_platform: substring of the platform name
+    long cache_entries = 4;              // opencl_cache_size; 0 (or less) = cache off
+    std::size_t slot_size = 256u << 10;  // chunk_size: one staging slot per pipeline chunk
+    std::size_t pool_bytes = 64u << 20;  // pool_size: pinned memory per (context, device)
+    static OpenClSettings from_knobs();
+};
+
+// A cl_mem region captured by OpenClAccel::capture. Holds a reference on the cl_mem,
+// on the dependency event (the user's, or a marker on the user's queue) and on the cache
+// entry, so the user may release all of theirs right after the call.
+class OpenClDeviceBuffer final : public DeviceBuffer {
+public:
+    OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry, opencl::MemRef mem, std::size_t offset,
+                       std::size_t bytes, opencl::EventRef dependency);
+
+    BufKind kind() const override { return BufKind::OPENCL; }
+    std::size_t capacity() const override { return bytes_; }
+    int copy_to_host(std::size_t offset, void *dst, std::size_t len, std::unique_ptr<Completion> *done,
+                     std::string *why) override;
+    int copy_from_host(std::size_t offset, const void *src, std::size_t len, std::unique_ptr<Completion> *done,
+                       std::string *why) override;
+    // The entry's pool. Slots must go back before this buffer is destroyed: an evicted
+    // entry (and its pool) dies with its last buffer.
+    PinnedPool *staging_pool() override { return &entry_->pinned_pool(); }
+    std::unique_ptr<Completion> dependency() override;
+
+    cl_mem mem() const { return mem_.get(); }
+    // Where the region starts in mem() (MPIX_ACC_OFFSET).
+    std::size_t region_offset() const { return region_offset_; }
+    // Null when the call had no dependency.
+    cl_event dependency_event() const { return dependency_.get(); }
+    // The entry's queues and programs, e.g. for the datatype pack kernels.
+    const std::shared_ptr<opencl::CacheEntry> &cache_entry() const { return entry_; }
+
+private:
+    enum class Direction { TO_HOST, FROM_HOST };
+    int enqueue_copy(Direction direction, std::size_t offset, void *host, std::size_t len,
+                     std::unique_ptr<Completion> *done, std::string *why);
+
+    std::shared_ptr<opencl::CacheEntry> entry_;
+    opencl::MemRef mem_;
+    std::size_t region_offset_;
+    std::size_t bytes_;
+    opencl::EventRef dependency_;
+};
+
+class OpenClAccel final : public Accel {
+public:
+    // Settings from knobs(), read at first use (knobs are final after MPI_Init).
+    OpenClAccel();
+    explicit OpenClAccel(OpenClSettings settings);
+    ~OpenClAccel() override;
+    OpenClAccel(const OpenClAccel &) = delete;
+    OpenClAccel &operator=(const OpenClAccel &) = delete;
+
+    BufKind kind() const override { return BufKind::OPENCL; }
+    const char *name() const override { return "opencl"; }
+    // A platform whose name contains OpenClSettings::platform has a device. Scanned once;
+    // false (no crash) when no ICD is registered.
+    bool available() override;
+    // Validates and captures a cl_mem (see the .cc for each error class).
+    int capture(void *addr, std::size_t bytes, const BufferAttrs &attrs, std::unique_ptr<DeviceBuffer> *out,
+                std::string *why) override;
+    // Drops every cached entry; entries still held by buffers die with them.
+    void shutdown() override;
+    std::string counters() const override { return opencl::opencl_counters_text(); }
+
+    // Evicts cache entries whose cl_context only MPI-ACC keeps alive (the user released
+    // it and everything made in it), returning how many. Lookups do this too; core may
+    // call it from progress when idle so a dead context is freed without new traffic.
+    std::size_t sweep();
+    std::size_t cached_entries() const;
+
+private:
+    // A vendor dispatch table (the first word of every object of that vendor) and its
+    // clGetMemObjectInfo entry: how we tell an OpenCL handle from other pointers.
+    struct DispatchTable {
+        const void *table;
+        const void *get_mem_object_info;
+    };
+
+    void initialise();
+    void scan_platforms();
+    // True when `handle` points at an object of one of the installed OpenCL platforms.
+    // Reads only memory known to be mapped: a host pointer passed as a cl_mem must get
+    // MPI_ERR_BUFFER, not a jump through garbage in the ICD loader.
+    bool is_opencl_object(const void *handle) const;
+    bool device_in_context(cl_device_id device, const std::vector<cl_device_id> &devices) const;
+    int inspect_mem(cl_mem mem, cl_context *context, std::size_t *size, std::string *why) const;
+    int resolve_context_and_device(const BufferAttrs &attrs, cl_context mem_context, cl_context *context,
+                                   cl_device_id *device, const char **source, std::string *why) const;
+    int capture_dependency(const BufferAttrs &attrs, cl_context context, const char *source,
+                           opencl::EventRef *dependency, std::string *why) const;
+
+    const bool settings_from_knobs_;
+    OpenClSettings settings_;
+    std::once_flag initialise_once_;
+    std::atomic<bool> initialised_{false};
+    bool available_ = false;
+    std::vector<cl_platform_id> platforms_;       // every installed platform
+    std::vector<DispatchTable> dispatch_tables_;  // theirs
+    std::unique_ptr<opencl::ObjectCache> cache_;
+};
+
+}  // namespace mpiacc

@@ -1,0 +1,119 @@
+/* Helpers shared by the point-to-point MPI tests (test/mpi/p2p_*.c): the sizes that
+ * matter to MPI-ACC's wire protocol, byte checks that name the first wrong byte, and
+ * bounded polling so that a missing completion fails a case instead of hanging it. */
+#ifndef P2P_UTIL_H_INCLUDED
+#define P2P_UTIL_H_INCLUDED
+
+#include "mpitest.h"
+
+/* GCC 11+ reads MPICH's MPI_STATUSES_IGNORE ((MPI_Status *)1) as a zero-size array and
+ * warns on every MPI_Waitall/Testall that uses it: a false positive. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#endif
+
+/* DESIGN.md section 2: an envelope is exactly this long, and a host payload of exactly
+ * this length goes by rendezvous; receives shorter than it use an internal buffer. */
+#define P2P_ENVELOPE_BYTES 200
+/* Above the default host rendezvous threshold (8 MiB). */
+#define P2P_RNDV_BYTES ((size_t)9 << 20)
+/* Bounded waits: far above any real completion time, far below run-test's limit. */
+#define P2P_TIMEOUT_S 60.0
+
+/* The host rendezvous threshold in effect: MPIACC_HOST_RNDV_THRESHOLD (bytes, with an
+ * optional K/M/G suffix), 8 MiB when unset. */
+static inline size_t p2p_host_threshold(void) {
+    const char *s = getenv("MPIACC_HOST_RNDV_THRESHOLD");
+    size_t v = (size_t)8 << 20;
+    if (s && *s) {
+        char *end = NULL;
+        unsigned long long x = strtoull(s, &end, 10);
+        if (end && (*end == 'k' || *end == 'K')) x <<= 10;
+        if (end && (*end == 'm' || *end == 'M')) x <<= 20;
+        if (end && (*end == 'g' || *end == 'G')) x <<= 30;
+        if (x > 0) v = (size_t)x;
+    }
+    return v;
+}
+
+static inline void *p2p_alloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "# [rank %d] out of memory (%zu bytes)\n", mt_rank, n);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return p;
+}
+
+static inline int p2p_class(int rc) {
+    int cls = -1;
+    MPI_Error_class(rc, &cls);
+    return cls;
+}
+
+static inline int p2p_count(const MPI_Status *st, MPI_Datatype t) {
+    int n = -12345;
+    MPI_Get_count(st, t, &n);
+    return n;
+}
+
+/* Index of the first byte that is not `pattern`, or (size_t)-1. */
+static inline size_t p2p_first_not(const void *buf, size_t n, unsigned char pattern) {
+    for (size_t i = 0; i < n; ++i)
+        if (((const unsigned char *)buf)[i] != pattern) return i;
+    return (size_t)-1;
+}
+
+/* The bytes are mt_fill(seed). */
+#define P2P_CHECK_BYTES(buf, n, seed, what)                                                  \
+    do {                                                                                     \
+        size_t p2p_bad_ = mt_verify((buf), (n), (seed));                                     \
+        MT_CHECK(p2p_bad_ == (size_t)-1, "%s: first wrong byte at %zu of %zu", (what),       \
+                 p2p_bad_, (size_t)(n));                                                     \
+    } while (0)
+
+/* The bytes are all `pattern` (a buffer that must not have been written). */
+#define P2P_CHECK_UNTOUCHED(buf, n, pattern, what)                                           \
+    do {                                                                                     \
+        size_t p2p_bad_ = p2p_first_not((buf), (n), (unsigned char)(pattern));               \
+        MT_CHECK(p2p_bad_ == (size_t)-1, "%s: byte %zu of %zu was written", (what), p2p_bad_, \
+                 (size_t)(n));                                                               \
+    } while (0)
+
+/* Status fields of a receive. */
+#define P2P_CHECK_STATUS(st, src, tag, nbytes)                                                \
+    do {                                                                                      \
+        MT_CHECK((st).MPI_SOURCE == (src), "status source %d, expected %d", (st).MPI_SOURCE,  \
+                 (int)(src));                                                                 \
+        MT_CHECK((st).MPI_TAG == (tag), "status tag %d, expected %d", (st).MPI_TAG, (int)(tag)); \
+        MT_CHECK(p2p_count(&(st), MPI_BYTE) == (int)(nbytes), "status count %d, expected %d",  \
+                 p2p_count(&(st), MPI_BYTE), (int)(nbytes));                                  \
+    } while (0)
+
+/* An empty status: what a receive from MPI_PROC_NULL returns. */
+#define P2P_CHECK_PROC_NULL_STATUS(st)                                                        \
+    do {                                                                                      \
+        MT_CHECK((st).MPI_SOURCE == MPI_PROC_NULL, "status source %d, expected MPI_PROC_NULL", \
+                 (st).MPI_SOURCE);                                                            \
+        MT_CHECK((st).MPI_TAG == MPI_ANY_TAG, "status tag %d, expected MPI_ANY_TAG",          \
+                 (st).MPI_TAG);                                                               \
+        MT_CHECK(p2p_count(&(st), MPI_BYTE) == 0, "status count %d, expected 0",              \
+                 p2p_count(&(st), MPI_BYTE));                                                 \
+    } while (0)
+
+/* Polls MPI_Test until the request completes or the bounded wait runs out; returns the
+ * flag. Progress must come from MPI_Test alone. */
+static inline int p2p_test_until(MPI_Request *req, MPI_Status *st) {
+    int flag = 0;
+    double end = MPI_Wtime() + P2P_TIMEOUT_S;
+    while (!flag && MPI_Wtime() < end) MPI_Test(req, &flag, st);
+    return flag;
+}
+
+/* Seeds that differ per case, rank and message, so a message delivered to the wrong
+ * receive never verifies by accident. */
+static inline uint64_t p2p_seed(int tag, int src, int idx) {
+    return ((uint64_t)(unsigned)tag << 32) ^ ((uint64_t)(unsigned)src << 20) ^ (uint64_t)(unsigned)idx;
+}
+
+#endif
