@@ -9,12 +9,6 @@ using namespace mpiacc;
 
 namespace {
 
-std::size_t status_bytes(const MPI_Status &st) {
-    MPI_Count n = 0;
-    PMPI_Get_elements_x(&st, MPI_BYTE, &n);
-    return n == MPI_UNDEFINED ? 0 : static_cast<std::size_t>(n);
-}
-
 // The status a probe reports for a stashed message: its real size.
 void probe_status(const StashedEnvelope &s, MPI_Status *status) {
     if (status == MPI_STATUS_IGNORE) return;
@@ -64,7 +58,7 @@ int iprobe_common(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *sta
     MPI_Status st;
     int rc = PMPI_Iprobe(source, tag, comm, flag, &st);
     if (rc != MPI_SUCCESS || !*flag) return rc;
-    if (status_bytes(st) == kEnvelopeBytes) {
+    if (received_bytes(st) == kEnvelopeBytes) {
         std::unique_ptr<StashedEnvelope> s = receive_head(st, comm, nullptr);
         if (!s) {
             *flag = 0;
@@ -103,7 +97,7 @@ int improbe_common(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *m
     MPI_Status st;
     int rc = PMPI_Improbe(source, tag, comm, flag, message, &st);
     if (rc != MPI_SUCCESS || !*flag) return rc;
-    if (*message != MPI_MESSAGE_NO_PROC && status_bytes(st) == kEnvelopeBytes) {
+    if (*message != MPI_MESSAGE_NO_PROC && received_bytes(st) == kEnvelopeBytes) {
         std::unique_ptr<StashedEnvelope> s = receive_head(st, comm, message);
         probe_status(*s, status);
         *message = hand_out(std::move(s));
@@ -152,7 +146,7 @@ int mrecv_common(void *buf, int count, MPI_Datatype type, MPI_Message *message, 
     std::unique_ptr<RecvOp> op;
     {
         StateLock lock;
-        RecvOp::from_matched(std::move(mb), bounce.data(), status_bytes(st), st, MPI_COMM_WORLD, call, &op);
+        RecvOp::from_matched(std::move(mb), bounce.data(), received_bytes(st), st, MPI_COMM_WORLD, call, &op);
     }
     if (!request) {
         int err = run_to_completion(op.get());
@@ -180,7 +174,7 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
         MPI_Status st;
         int rc = PMPI_Probe(source, tag, comm, &st);
         if (rc != MPI_SUCCESS) return rc;
-        if (status_bytes(st) != kEnvelopeBytes) {
+        if (received_bytes(st) != kEnvelopeBytes) {
             if (status != MPI_STATUS_IGNORE) *status = st;
             return MPI_SUCCESS;
         }

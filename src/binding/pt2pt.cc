@@ -53,12 +53,6 @@ int pmpi_send(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
     return wait_mpich_request(&r, MPI_STATUS_IGNORE);
 }
 
-std::size_t status_bytes(const MPI_Status &st) {
-    MPI_Count n = 0;
-    PMPI_Get_elements_x(&st, MPI_BYTE, &n);
-    return n == MPI_UNDEFINED ? 0 : static_cast<std::size_t>(n);
-}
-
 // Copies the whole device buffer to `out` now and waits: blocking eager sends and
 // MPI_Bsend, whose buffer must be reusable when the call returns.
 int stage_device_data(MessageBuffer &mb, void *out, const char *call, std::string *why) {
@@ -240,7 +234,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
                 rc = PMPI_Irecv(buf, count, type, source, tag, comm, &r);
                 if (rc == MPI_SUCCESS) rc = wait_mpich_request(&r, &st);
             }
-            if (rc == MPI_SUCCESS && status_bytes(st) == kEnvelopeBytes) {
+            if (rc == MPI_SUCCESS && received_bytes(st) == kEnvelopeBytes) {
                 MessageBuffer mb;
                 make_message_buffer(buf, count, type, attrs, &mb, &why);
                 if (looks_like_envelope(mb.contiguous_host(), kEnvelopeBytes)) {
@@ -273,7 +267,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
             if (rc == MPI_SUCCESS) rc = wait_mpich_request(&r, &st);
         }
         if (rc != MPI_SUCCESS) return rc;
-        std::size_t len = status_bytes(st);
+        std::size_t len = received_bytes(st);
         if (len == kEnvelopeBytes && looks_like_envelope(bounce, len)) {
             MessageBuffer mb;
             make_message_buffer(buf, count, type, attrs, &mb, &why);
@@ -285,7 +279,10 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
             return finish_blocking_op(op.get(), status);
         }
         std::size_t take = std::min(len, static_cast<std::size_t>(n));
-        if (take > 0) unpack_range(bounce, take, buf, count, type, 0);
+        if (take > 0) {
+            if (is_builtin_type(type)) std::memcpy(buf, bounce, take);
+            else unpack_range(bounce, take, buf, count, type, 0);
+        }
         if (len > static_cast<std::size_t>(n)) {
             int code = make_error_code(MPI_ERR_TRUNCATE, call,
                                        format("message of %zu bytes is longer than the receive buffer (%lld bytes)",
@@ -302,12 +299,17 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     MessageBuffer mb;
     int rc = make_message_buffer(buf, count, type, attrs, &mb, &why);
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
-    const bool watch = request && mb.kind == BufKind::HOST && in_place;
+    // Host receives hand MPICH's own request to the user (no generalized request on the
+    // host path); completion calls test it directly and finish what an envelope starts.
+    const bool watch = request && mb.kind == BufKind::HOST;
+    const RecvOp::Posting posting = !watch ? RecvOp::Posting::BOUNCE
+                                    : in_place ? RecvOp::Posting::IN_PLACE
+                                               : RecvOp::Posting::WATCHED_BOUNCE;
     std::unique_ptr<RecvOp> op;
     MPI_Request matching = MPI_REQUEST_NULL;
     {
         StateLock lock;
-        rc = RecvOp::post(std::move(mb), source, tag, comm, call, watch, &op, &matching);
+        rc = RecvOp::post(std::move(mb), source, tag, comm, call, posting, &op, &matching);
     }
     if (rc != MPI_SUCCESS) {
         PMPI_Comm_call_errhandler(comm, rc);

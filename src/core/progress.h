@@ -14,8 +14,10 @@ namespace mpiacc {
 // nonblocking form plus progress instead of going straight to PMPI.
 inline bool transfers_in_flight() { return context().pending != 0; }
 
-// One round: control messages, then every pending operation.
-void progress_poke();
+// One round: control messages, then every pending operation. Completion calls that test
+// watched receives themselves (one batched MPI_Testsome) pass `skip_testable` on most
+// rounds, so those are not also polled one by one here.
+void progress_poke(bool skip_testable = false);
 
 // Drives progress until `done()` holds.
 template <class Done>

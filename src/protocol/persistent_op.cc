@@ -42,7 +42,8 @@ int PersistentOp::start() {
         // A host buffer that can hold an envelope is posted directly (no bounce copy);
         // the op owns that MPICH request and checks it for an envelope.
         const bool direct = mb.kind == BufKind::HOST && mb.bytes >= kEnvelopeBytes && mb.layout.contiguous;
-        rc = RecvOp::post(std::move(mb), peer_, tag_, comm, call, direct, &op, nullptr);
+        rc = RecvOp::post(std::move(mb), peer_, tag_, comm, call,
+                          direct ? RecvOp::Posting::IN_PLACE : RecvOp::Posting::BOUNCE, &op, nullptr);
         running_ = std::move(op);
     }
     if (rc != MPI_SUCCESS) {

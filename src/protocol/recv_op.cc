@@ -13,26 +13,21 @@ namespace mpiacc {
 
 namespace {
 
-std::size_t status_bytes(const MPI_Status &st) {
-    MPI_Count n = 0;
-    PMPI_Get_elements_x(&st, MPI_BYTE, &n);
-    return n == MPI_UNDEFINED ? 0 : static_cast<std::size_t>(n);
-}
-
 }  // namespace
 
-int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const char *call,
-                 bool watch_user_handle, std::unique_ptr<RecvOp> *out, MPI_Request *matching) {
+int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const char *call, Posting posting,
+                 std::unique_ptr<RecvOp> *out, MPI_Request *matching) {
     Context &ctx = context();
     std::unique_ptr<RecvOp> op(new RecvOp());
     op->dest_ = std::move(dest);
     op->comm = comm;
     op->call = call;
     int rc;
-    if (watch_user_handle) {
+    op->matching_is_user_handle_ = posting != Posting::BOUNCE;
+    if (posting == Posting::IN_PLACE) {
         rc = PMPI_Irecv(op->dest_.host, op->dest_.count, op->dest_.type.get(), source, tag, comm,
                         &op->matching_request_);
-        op->matching_is_user_handle_ = true;
+        op->data_in_user_buffer_ = true;
     } else {
         std::size_t n = std::min(op->dest_.bytes, largest_payload(ctx.knobs));
         op->bounce_.resize(std::max(n, kEnvelopeBytes));
@@ -63,13 +58,12 @@ int RecvOp::from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &
     op->dest_ = std::move(dest);
     op->comm = comm;
     op->call = call;
-    std::size_t len = status_bytes(st);
+    std::size_t len = received_bytes(st);
     std::vector<char> head(len);
     if (pack_range(op->dest_.host, op->dest_.count, op->dest_.type.get(), 0, head.data(), len) != MPI_SUCCESS)
         head.assign(len, 0);
-    op->matching_is_user_handle_ = true;  // the data is already in the user's buffer
+    op->data_in_user_buffer_ = true;  // the data is already in the user's buffer
     op->on_matched(st, head.data(), len);
-    op->matching_is_user_handle_ = false;
     *out = std::move(op);
     return MPI_SUCCESS;
 }
@@ -133,17 +127,7 @@ void RecvOp::progress() {
         }
         if (!flag) return;
         if (rc != MPI_SUCCESS) st.MPI_ERROR = rc;
-        std::size_t len = status_bytes(st);
-        if (matching_is_user_handle_) {
-            std::vector<char> head;
-            if (len == kEnvelopeBytes) {
-                head.resize(len);
-                pack_range(dest_.host, dest_.count, dest_.type.get(), 0, head.data(), len);
-            }
-            on_matched(st, head.data(), len);
-        } else {
-            on_matched(st, bounce_.data(), len);
-        }
+        matched_from(st);
     }
     switch (state_) {
         case State::PAYLOAD_COPY:
@@ -178,6 +162,27 @@ void RecvOp::progress() {
     }
 }
 
+void RecvOp::on_matching_completed(const MPI_Status &st, int rc) {
+    matching_request_ = MPI_REQUEST_NULL;  // MPICH freed it
+    MPI_Status s = st;
+    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) s.MPI_ERROR = rc;
+    matched_from(s);
+}
+
+void RecvOp::matched_from(const MPI_Status &st) {
+    std::size_t len = received_bytes(st);
+    if (!data_in_user_buffer_) {
+        on_matched(st, bounce_.data(), len);
+        return;
+    }
+    std::vector<char> head;
+    if (len == kEnvelopeBytes) {
+        head.resize(len);
+        pack_range(dest_.host, dest_.count, dest_.type.get(), 0, head.data(), len);
+    }
+    on_matched(st, head.data(), len);
+}
+
 void RecvOp::on_matched(const MPI_Status &st, const void *data, std::size_t len) {
     status = st;
     int cancelled = 0;
@@ -205,7 +210,7 @@ void RecvOp::deliver_payload(const void *data, std::size_t len) {
     set_status(&status, status.MPI_SOURCE, status.MPI_TAG, n, err, false);
     error = err;
     if (dest_.kind == BufKind::HOST) {
-        if (!matching_is_user_handle_ && n > 0)
+        if (!data_in_user_buffer_ && n > 0)
             unpack_range(data, n, dest_.host, dest_.count, dest_.type.get(), 0);
         state_ = State::DONE;
         return;

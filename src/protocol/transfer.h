@@ -110,10 +110,20 @@ private:
 // than an envelope), or a host receive that turned out to be an envelope.
 class RecvOp : public Op {
 public:
-    // Posts the matching receive on the user's communicator. When `watch_user_handle` is
-    // set, the host buffer itself is posted and *matching is the user's handle.
-    static int post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const char *call,
-                    bool watch_user_handle, std::unique_ptr<RecvOp> *out, MPI_Request *matching);
+    // How the matching receive is posted on the user's communicator.
+    enum class Posting {
+        BOUNCE,          // into an internal buffer; the request is internal
+        WATCHED_BOUNCE,  // into an internal buffer; the MPICH request is the user's handle
+        IN_PLACE,        // into the user's host buffer; the MPICH request is the user's handle
+    };
+    static int post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const char *call, Posting posting,
+                    std::unique_ptr<RecvOp> *out, MPI_Request *matching);
+    // A completion call (MPI_Test*/Wait*) completed the matching request itself, and MPICH
+    // freed it: continue from its status (copy out, or start the rendezvous).
+    void on_matching_completed(const MPI_Status &st, int rc) override;
+    bool testable_matching() const override {
+        return matching_is_user_handle_ && state_ == State::MATCHING && matching_request_ != MPI_REQUEST_NULL;
+    }
     // Continues from an envelope (or payload) already received into `data` of `len` bytes
     // with matching status `st` (blocking receive, probe stash, MPI_Mrecv).
     static int from_matched(MessageBuffer &&dest, const void *data, std::size_t len,
@@ -133,6 +143,7 @@ public:
 private:
     RecvOp() = default;
     void fail(int error_class, const std::string &what);
+    void matched_from(const MPI_Status &st);
     void on_matched(const MPI_Status &st, const void *data, std::size_t len);
     void deliver_payload(const void *data, std::size_t len);
     void on_envelope(const Envelope &env);
@@ -145,7 +156,8 @@ private:
     State state_ = State::MATCHING;
     MessageBuffer dest_;
     MPI_Request matching_request_ = MPI_REQUEST_NULL;
-    bool matching_is_user_handle_ = false;
+    bool matching_is_user_handle_ = false;  // never free it while the user may hold it
+    bool data_in_user_buffer_ = false;      // IN_PLACE: the message landed in dest_.host
     std::vector<char> bounce_;
     std::unique_ptr<Completion> payload_copy_;
     Envelope envelope_{};
@@ -225,6 +237,14 @@ int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAtt
 inline std::size_t largest_payload(const Knobs &k) {
     if (k.host_rndv_threshold == 0) return SIZE_MAX;
     return std::max(k.host_rndv_threshold - 1, k.device_eager_max);
+}
+
+// Bytes a completed receive's status reports. MPICH keeps the count in bytes in the
+// status itself (count_lo, and count_hi above the cancelled bit); reading it there keeps
+// a PMPI call off the small-message path.
+inline std::size_t received_bytes(const MPI_Status &st) {
+    return static_cast<std::size_t>(static_cast<unsigned>(st.count_lo)) |
+           (static_cast<std::size_t>(static_cast<unsigned>(st.count_hi_and_cancelled) >> 1) << 32);
 }
 
 // Status fields for MPI-ACC-completed operations.
