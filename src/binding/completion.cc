@@ -80,9 +80,15 @@ Check check_one(MPI_Request *req, MPI_Status *st, bool retire, int *rc) {
 int sweep(int count, MPI_Request reqs[], std::vector<char> &done, MPI_Status st[], std::vector<int> &errs,
           int limit, std::vector<int> *order, unsigned round) {
     int newly = 0;
-    std::vector<int> batch;
-    std::vector<MPI_Request> handles;
-    std::vector<Op *> ops;
+    // Reused between calls: completion calls sit on the message-rate path.
+    static thread_local std::vector<int> batch;
+    static thread_local std::vector<MPI_Request> handles;
+    static thread_local std::vector<Op *> ops;
+    static thread_local std::vector<int> idx;
+    static thread_local std::vector<MPI_Status> sts;
+    batch.clear();
+    handles.clear();
+    ops.clear();
     for (int i = 0; i < count; ++i) {
         if (done[i]) continue;
         if (reqs[i] == MPI_REQUEST_NULL) {
@@ -127,8 +133,8 @@ int sweep(int count, MPI_Request reqs[], std::vector<char> &done, MPI_Status st[
         return newly;
     }
     int n = static_cast<int>(handles.size()), outcount = 0;
-    std::vector<int> idx(n);
-    std::vector<MPI_Status> sts(n);
+    idx.resize(n);
+    sts.resize(n);
     for (auto &x : sts) x.MPI_ERROR = MPI_SUCCESS;
     int rc;
     if (limit - newly == 1) {
