@@ -98,14 +98,14 @@ void MemtypeCache::remember_device(const PointerInfo &info) {
     drop_host_granules(info.base >> kGranuleShift, (end - 1) >> kGranuleShift);
 }
 
-bool MemtypeCache::query_and_remember(const void *addr, PointerInfo *info, std::string *why) {
+bool MemtypeCache::query_and_remember(const void *addr, PointerInfo *info, std::string *why, bool remember_host_answer) {
     queries_.fetch_add(1, std::memory_order_relaxed);
     PointerInfo fresh;
     if (!query_.query(addr, &fresh, why)) return false;
     if (fresh.is_cuda()) {
         // A range the driver could not bound is answered but not cached.
         if (fresh.size != 0 && fresh.contains(as_addr(addr))) remember_device(fresh);
-    } else {
+    } else if (remember_host_answer) {
         remember_host(as_addr(addr) >> kGranuleShift);
     }
     *info = fresh;
@@ -126,7 +126,7 @@ bool MemtypeCache::is_cuda(const void *addr, PointerInfo *info) {
     std::string why;
     // A failed query reads as host: autodetection must never turn a host send into an
     // error; an explicitly tagged buffer goes through resolve() and reports it.
-    if (!query_and_remember(addr, &fresh, &why) || !fresh.is_cuda()) return false;
+    if (!query_and_remember(addr, &fresh, &why, true) || !fresh.is_cuda()) return false;
     *info = fresh;
     return true;
 }
@@ -135,7 +135,10 @@ bool MemtypeCache::resolve(const void *addr, PointerInfo *info, PointerInfo *sta
     const std::uintptr_t a = as_addr(addr);
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = find_device(a);
-    if (it == device_.end()) return query_and_remember(addr, info, why);
+    // A buffer tagged as device memory that is not (typically freed) must not be
+    // remembered as host: the driver may hand the address out again (found on the GPU
+    // suite's fake runtime: a later cudaMalloc at that address read as host).
+    if (it == device_.end()) return query_and_remember(addr, info, why, false);
 
     const PointerInfo cached = it->second;
     std::uint64_t id = 0;
@@ -146,7 +149,7 @@ bool MemtypeCache::resolve(const void *addr, PointerInfo *info, PointerInfo *sta
     }
     // Freed, reallocated, or no cheap recheck available: a full query decides.
     device_.erase(it);
-    if (!query_and_remember(addr, info, why)) return false;
+    if (!query_and_remember(addr, info, why, false)) return false;
     if (stale && !(info->is_cuda() && info->buffer_id == cached.buffer_id && info->base == cached.base))
         *stale = cached;
     return true;

@@ -93,7 +93,7 @@ private:
     // Lock-free probe of the host granule table.
     bool host_known(std::uintptr_t granule) const;
     // The following need mutex_ held.
-    bool query_and_remember(const void *addr, PointerInfo *info, std::string *why);
+    bool query_and_remember(const void *addr, PointerInfo *info, std::string *why, bool remember_host_answer);
     void remember_host(std::uintptr_t granule);
     void remember_device(const PointerInfo &info);
     void drop_host_granules(std::uintptr_t first, std::uintptr_t last);

@@ -1,0 +1,663 @@
+/* Point-to-point transfers between host and CUDA memory, every pairing and both
+ * directions, at the sizes that matter to MPI-ACC's protocol: 0, 1, the 200-byte
+ * envelope and its neighbours, the 16 KiB device-eager limit, the 256 KiB pipeline chunk,
+ * 3 chunks + 1, the 8 MiB host rendezvous threshold, and 64 MiB. Buffers are described
+ * by an MPIX_ACC_BUF_TYPE attribute or found by pointer query (MPI_CHAR and MPI_DOUBLE on
+ * untagged device pointers), and host buffers come plain, tagged MPIX_ACC_BUF_HOST, or
+ * pinned. Every byte is checked after copying back to host, and GPU_GUARD bytes after
+ * every receive buffer must stay untouched.
+ *
+ * Ranks use device rank % devices (across GPUs where there are two). The same source
+ * builds cuda_p2p_same_gpu (both ranks on device 0) and cuda_p2p_pipeline
+ * (MPIACC_IPC=0: the staged pipeline that inter-node transfers take).
+ * MPIACC-TEST-RANKS: 2 */
+#include "gpu_util.h"
+
+#ifndef CUDA_P2P_SAME_GPU
+#define CUDA_P2P_SAME_GPU 0
+#endif
+#ifndef CUDA_P2P_NO_IPC
+#define CUDA_P2P_NO_IPC 0
+#endif
+
+#define W MPI_COMM_WORLD
+
+static const size_t sizes[] = {0,
+                               1,
+                               199,
+                               200,
+                               201,
+                               16 * KiB - 1,
+                               16 * KiB,
+                               16 * KiB + 1,
+                               256 * KiB - 1,
+                               256 * KiB,
+                               256 * KiB + 1,
+                               3 * 256 * KiB + 1,
+                               8 * MiB - 1,
+                               8 * MiB,
+                               8 * MiB + 1,
+                               64 * MiB};
+#define NSIZES ((int)(sizeof sizes / sizeof sizes[0]))
+
+/* ------------------------------------------------------------------ buffer views */
+
+typedef enum { MEM_HOST, MEM_PINNED, MEM_CUDA } mem_t;
+typedef enum { ATTR_NONE, ATTR_HOST, ATTR_CUDA } attr_t;
+typedef struct {
+    mem_t mem;
+    attr_t attr;
+    int dbl; /* MPI_DOUBLE elements, else MPI_CHAR */
+    const char *name;
+} view_t;
+
+static const view_t HOST_PLAIN = {MEM_HOST, ATTR_NONE, 0, "host MPI_CHAR"};
+static const view_t HOST_TAGGED = {MEM_HOST, ATTR_HOST, 0, "host MPI_CHAR tagged MPIX_ACC_BUF_HOST"};
+static const view_t HOST_TAGGED_DBL = {MEM_HOST, ATTR_HOST, 1, "host MPI_DOUBLE tagged MPIX_ACC_BUF_HOST"};
+static const view_t PINNED_PLAIN = {MEM_PINNED, ATTR_NONE, 0, "pinned host MPI_CHAR"};
+static const view_t CUDA_TAGGED = {MEM_CUDA, ATTR_CUDA, 0, "CUDA MPI_CHAR tagged MPIX_ACC_BUF_CUDA"};
+static const view_t CUDA_TAGGED_DBL = {MEM_CUDA, ATTR_CUDA, 1, "CUDA MPI_DOUBLE tagged MPIX_ACC_BUF_CUDA"};
+static const view_t CUDA_AUTO = {MEM_CUDA, ATTR_NONE, 0, "CUDA MPI_CHAR untagged (autodetect)"};
+static const view_t CUDA_AUTO_DBL = {MEM_CUDA, ATTR_NONE, 1, "CUDA MPI_DOUBLE untagged (autodetect)"};
+
+static size_t view_elem(const view_t *v) { return v->dbl ? sizeof(double) : 1; }
+/* A message size this view can carry: whole doubles for MPI_DOUBLE views. */
+static size_t view_bytes(const view_t *v, size_t n) {
+    size_t e = view_elem(v);
+    return (n + e - 1) / e * e;
+}
+
+static MPI_Datatype view_type(const view_t *v) {
+    MPI_Datatype base = v->dbl ? MPI_DOUBLE : MPI_CHAR;
+    if (v->attr == ATTR_NONE) return base;
+    return gpu_tagged(base, v->attr == ATTR_CUDA ? MPIX_ACC_BUF_CUDA : MPIX_ACC_BUF_HOST);
+}
+static void view_type_free(const view_t *v, MPI_Datatype *t) {
+    if (v->attr != ATTR_NONE) MCK(MPI_Type_free(t));
+}
+
+typedef struct {
+    const view_t *v;
+    unsigned char *p;
+    size_t bytes; /* of the message (send) or of the receive buffer (receive) */
+    int count;    /* elements of the view's type */
+    int owned;
+} msg_t;
+
+/* A send buffer holding gpu_ref + off. Host sends use the reference bytes in place. */
+static void send_prepare(msg_t *m, const view_t *v, size_t n, size_t off) {
+    m->v = v;
+    m->bytes = n;
+    m->count = (int)(n / view_elem(v));
+    m->owned = 1;
+    switch (v->mem) {
+        case MEM_HOST:
+            m->p = gpu_ref + off;
+            m->owned = 0;
+            break;
+        case MEM_PINNED:
+            CK(cudaMallocHost((void **)&m->p, n + GPU_GUARD));
+            memcpy(m->p, gpu_ref + off, n);
+            break;
+        case MEM_CUDA:
+            m->p = gpu_malloc(n + GPU_GUARD);
+            gpu_upload(m->p, gpu_ref + off, n);
+            break;
+    }
+}
+
+/* A receive buffer of `room` bytes plus GPU_GUARD, all GPU_SENTINEL. */
+static void recv_prepare(msg_t *m, const view_t *v, size_t room) {
+    m->v = v;
+    m->bytes = room;
+    m->count = (int)(room / view_elem(v));
+    m->owned = 1;
+    switch (v->mem) {
+        case MEM_HOST:
+            m->p = malloc(room + GPU_GUARD);
+            if (!m->p) gpu_die(__FILE__, __LINE__, "out of host memory");
+            memset(m->p, GPU_SENTINEL, room + GPU_GUARD);
+            break;
+        case MEM_PINNED:
+            CK(cudaMallocHost((void **)&m->p, room + GPU_GUARD));
+            memset(m->p, GPU_SENTINEL, room + GPU_GUARD);
+            break;
+        case MEM_CUDA:
+            m->p = gpu_malloc(room + GPU_GUARD);
+            gpu_memset(m->p, GPU_SENTINEL, room + GPU_GUARD);
+            break;
+    }
+}
+
+/* The first n bytes are gpu_ref + off; the rest of the buffer and the guard untouched. */
+static void recv_check(const msg_t *m, size_t n, size_t off, const char *what, size_t size) {
+    size_t total = m->bytes + GPU_GUARD;
+    const unsigned char *got = m->v->mem == MEM_CUDA ? gpu_download(m->p, total) : m->p;
+    GPU_CHECK_SAME(got, gpu_ref + off, n, "%s, %zu-byte message into %s", what, size, m->v->name);
+    GPU_CHECK_UNTOUCHED(got + n, total - n, GPU_SENTINEL, "%s, %zu-byte message into %s: past the message", what,
+                        size, m->v->name);
+}
+
+static void msg_free(msg_t *m) {
+    if (!m->owned) return;
+    switch (m->v->mem) {
+        case MEM_HOST: free(m->p); break;
+        case MEM_PINNED: CK(cudaFreeHost(m->p)); break;
+        case MEM_CUDA: CK(cudaFree(m->p)); break;
+    }
+    m->p = NULL;
+    m->owned = 0;
+}
+
+/* The reference offset of message (tag) sent by rank `from`. */
+static size_t msg_off(int tag, int from) { return gpu_offset(tag * 3 + from * 1000003); }
+
+/* ------------------------------------------------------------------ transfer patterns */
+
+/* Rank `from` sends every size with MPI_Send from S; the other receives with MPI_Recv
+ * into R of exactly the message's size. */
+static void blocking_sizes(const view_t *S, const view_t *R, int from, int tagbase) {
+    MPI_Datatype st = view_type(S), rt = view_type(R);
+    for (int i = 0; i < NSIZES; ++i) {
+        size_t n = view_bytes(S, sizes[i]);
+        int tag = tagbase + i;
+        msg_t m;
+        if (mt_rank == from) {
+            send_prepare(&m, S, n, msg_off(tag, from));
+            MCK(MPI_Send(m.p, m.count, st, gpu_peer, tag, W));
+        } else {
+            MPI_Status s;
+            recv_prepare(&m, R, n);
+            MCK(MPI_Recv(m.p, m.count, rt, from, tag, W, &s));
+            GPU_CHECK_STATUS(s, from, tag, n, "MPI_Recv %s <- %s, %zu bytes", R->name, S->name, n);
+            recv_check(&m, n, msg_off(tag, from), "MPI_Send/MPI_Recv", n);
+        }
+        msg_free(&m);
+    }
+    view_type_free(S, &st);
+    view_type_free(R, &rt);
+}
+
+static void blocking_both_ways(const view_t *S, const view_t *R, int tagbase) {
+    blocking_sizes(S, R, 0, tagbase);
+    blocking_sizes(S, R, 1, tagbase + 100);
+}
+
+/* Both ranks at once: every receive posted (Irecv into R), then every send (Isend from
+ * S, largest first), then one MPI_Waitall. */
+static void exchange_nonblocking(const view_t *S, const view_t *R, int tagbase) {
+    MPI_Datatype st = view_type(S), rt = view_type(R);
+    msg_t rm[NSIZES], sm[NSIZES];
+    MPI_Request q[2 * NSIZES];
+    MPI_Status sts[2 * NSIZES];
+    for (int i = 0; i < NSIZES; ++i) {
+        size_t n = view_bytes(R, sizes[i]);
+        recv_prepare(&rm[i], R, n);
+        MCK(MPI_Irecv(rm[i].p, rm[i].count, rt, gpu_peer, tagbase + i, W, &q[i]));
+    }
+    for (int i = NSIZES - 1; i >= 0; --i) {
+        size_t n = view_bytes(S, sizes[i]);
+        send_prepare(&sm[i], S, n, msg_off(tagbase + i, mt_rank));
+        MCK(MPI_Isend(sm[i].p, sm[i].count, st, gpu_peer, tagbase + i, W, &q[NSIZES + i]));
+    }
+    MCK(MPI_Waitall(2 * NSIZES, q, sts)); /* blocking: the case watchdog bounds it */
+    for (int i = 0; i < NSIZES; ++i) {
+        size_t n = view_bytes(R, sizes[i]);
+        GPU_CHECK_STATUS(sts[i], gpu_peer, tagbase + i, n, "MPI_Irecv %s <- %s, %zu bytes", R->name, S->name, n);
+        recv_check(&rm[i], n, msg_off(tagbase + i, gpu_peer), "MPI_Isend/MPI_Irecv/MPI_Waitall", n);
+        msg_free(&rm[i]);
+        msg_free(&sm[i]);
+    }
+    view_type_free(S, &st);
+    view_type_free(R, &rt);
+}
+
+/* Both ranks at once, one MPI_Sendrecv per size: send from S, receive into R. */
+static void exchange_sendrecv(const view_t *S, const view_t *R, int tagbase) {
+    MPI_Datatype st = view_type(S), rt = view_type(R);
+    for (int i = 0; i < NSIZES; ++i) {
+        size_t n = view_bytes(S, sizes[i]);
+        int tag = tagbase + i;
+        msg_t sm, rm;
+        MPI_Status s;
+        send_prepare(&sm, S, n, msg_off(tag, mt_rank));
+        recv_prepare(&rm, R, n);
+        MCK(MPI_Sendrecv(sm.p, sm.count, st, gpu_peer, tag, rm.p, rm.count, rt, gpu_peer, tag, W, &s));
+        GPU_CHECK_STATUS(s, gpu_peer, tag, n, "MPI_Sendrecv %s <- %s, %zu bytes", R->name, S->name, n);
+        recv_check(&rm, n, msg_off(tag, gpu_peer), "MPI_Sendrecv", n);
+        msg_free(&sm);
+        msg_free(&rm);
+    }
+    view_type_free(S, &st);
+    view_type_free(R, &rt);
+}
+
+/* ------------------------------------------------------------------ cases: pairings */
+
+static void c_send_recv_host_to_cuda_tagged(void) { blocking_both_ways(&HOST_PLAIN, &CUDA_TAGGED, 1000); }
+static void c_send_recv_cuda_tagged_to_host(void) { blocking_both_ways(&CUDA_TAGGED, &HOST_PLAIN, 1200); }
+static void c_send_recv_cuda_tagged_to_cuda_tagged(void) { blocking_both_ways(&CUDA_TAGGED, &CUDA_TAGGED, 1400); }
+static void c_send_recv_cuda_auto_to_cuda_auto(void) { blocking_both_ways(&CUDA_AUTO, &CUDA_AUTO, 1600); }
+static void c_send_recv_cuda_auto_double_to_host_tagged(void) {
+    blocking_both_ways(&CUDA_AUTO_DBL, &HOST_TAGGED_DBL, 1800);
+}
+static void c_send_recv_host_tagged_to_cuda_auto_double(void) {
+    blocking_both_ways(&HOST_TAGGED_DBL, &CUDA_AUTO_DBL, 2000);
+}
+static void c_send_recv_cuda_auto_double_to_cuda_tagged_double(void) {
+    blocking_both_ways(&CUDA_AUTO_DBL, &CUDA_TAGGED_DBL, 2200);
+}
+static void c_send_recv_host_tagged_to_cuda_auto(void) { blocking_both_ways(&HOST_TAGGED, &CUDA_AUTO, 2400); }
+static void c_send_recv_cuda_tagged_to_pinned_host(void) { blocking_both_ways(&CUDA_TAGGED, &PINNED_PLAIN, 2600); }
+static void c_send_recv_pinned_host_to_cuda_auto(void) { blocking_both_ways(&PINNED_PLAIN, &CUDA_AUTO, 2800); }
+static void c_send_recv_host_to_host_with_autodetect_on(void) {
+    blocking_both_ways(&HOST_PLAIN, &HOST_TAGGED, 3000);
+}
+
+static void c_isend_irecv_host_to_cuda(void) { exchange_nonblocking(&HOST_PLAIN, &CUDA_TAGGED, 3200); }
+static void c_isend_irecv_cuda_to_host(void) { exchange_nonblocking(&CUDA_TAGGED, &HOST_TAGGED, 3300); }
+static void c_isend_irecv_cuda_tagged_to_cuda_auto(void) { exchange_nonblocking(&CUDA_TAGGED, &CUDA_AUTO, 3400); }
+static void c_isend_irecv_cuda_auto_double(void) { exchange_nonblocking(&CUDA_AUTO_DBL, &CUDA_AUTO_DBL, 3500); }
+static void c_isend_irecv_pinned_to_cuda(void) { exchange_nonblocking(&PINNED_PLAIN, &CUDA_AUTO, 3600); }
+
+static void c_sendrecv_cuda_to_cuda(void) { exchange_sendrecv(&CUDA_TAGGED, &CUDA_AUTO, 3700); }
+static void c_sendrecv_host_to_cuda(void) { exchange_sendrecv(&HOST_PLAIN, &CUDA_TAGGED, 3800); }
+static void c_sendrecv_cuda_to_host(void) { exchange_sendrecv(&CUDA_AUTO, &HOST_PLAIN, 3900); }
+
+/* ------------------------------------------------------------------ cases: patterns */
+
+/* EpiSimdemics: every message lands in a fixed fragment of one device allocation,
+ * through persistent receives restarted with MPI_Startall each step; sends are
+ * persistent too, from fragments of another allocation. Fragments start at unaligned
+ * offsets; the gaps between them must stay untouched. 100 steps, new data every step. */
+#define NFRAG 8
+#define FRAG_GAP 3
+#define STEPS 100
+static void c_persistent_device_fragments(void) {
+    static const size_t frag[NFRAG] = {1, 200, 4097, 16 * KiB, 256 * KiB + 1, 100, 999, 64 * KiB};
+    size_t foff[NFRAG], total = 0;
+    for (int k = 0; k < NFRAG; ++k) {
+        foff[k] = total;
+        total += frag[k] + FRAG_GAP;
+    }
+    unsigned char *rbase = gpu_malloc(total + GPU_GUARD), *sbase = gpu_malloc(total);
+    unsigned char *image = malloc(total), *want = malloc(total + GPU_GUARD);
+    if (!image || !want) gpu_die(__FILE__, __LINE__, "out of host memory");
+    MPI_Datatype cuda_t = gpu_tagged(MPI_CHAR, MPIX_ACC_BUF_CUDA);
+    MPI_Request req[2 * NFRAG];
+    MPI_Status sts[2 * NFRAG];
+    for (int k = 0; k < NFRAG; ++k) {
+        /* even fragments tagged, odd ones found by pointer query (interior pointers) */
+        MPI_Datatype t = (k % 2) ? MPI_CHAR : cuda_t;
+        MCK(MPI_Recv_init(rbase + foff[k], (int)frag[k], t, gpu_peer, 500 + k, W, &req[k]));
+        MCK(MPI_Send_init(sbase + foff[k], (int)frag[k], t, gpu_peer, 500 + k, W, &req[NFRAG + k]));
+    }
+    int reported = 0;
+    for (int step = 0; step < STEPS; ++step) {
+        /* this step's bytes, mine and the peer's */
+        memset(image, 0, total);
+        memset(want, GPU_SENTINEL, total + GPU_GUARD);
+        for (int k = 0; k < NFRAG; ++k) {
+            memcpy(image + foff[k], gpu_ref + msg_off(step * NFRAG + k, mt_rank), frag[k]);
+            memcpy(want + foff[k], gpu_ref + msg_off(step * NFRAG + k, gpu_peer), frag[k]);
+        }
+        gpu_upload(sbase, image, total);
+        gpu_memset(rbase, GPU_SENTINEL, total + GPU_GUARD);
+        MCK(MPI_Startall(2 * NFRAG, req));
+        MCK(MPI_Waitall(2 * NFRAG, req, sts));
+        if (reported) continue; /* keep stepping in lockstep with the peer, report once */
+        for (int k = 0; k < NFRAG; ++k)
+            GPU_CHECK_STATUS(sts[k], gpu_peer, 500 + k, frag[k], "step %d fragment %d", step, k);
+        const unsigned char *got = gpu_download(rbase, total + GPU_GUARD);
+        GPU_CHECK_SAME(got, want, total + GPU_GUARD, "step %d: fragments, gaps and guard", step);
+        reported = mt_case_failed;
+    }
+    for (int k = 0; k < 2 * NFRAG; ++k) MCK(MPI_Request_free(&req[k]));
+    MCK(MPI_Type_free(&cuda_t));
+    CK(cudaFree(rbase));
+    CK(cudaFree(sbase));
+    free(image);
+    free(want);
+}
+
+/* Probes of device messages report their real size (not the envelope's 200 bytes), by
+ * MPI_Probe and by polled MPI_Iprobe with MPI_ANY_TAG; the receive then uses the probed
+ * count. Small messages go by blocking MPI_Send (device eager), the rest by MPI_Isend. */
+static void c_probe_reports_real_size(void) {
+    MPI_Datatype cuda_t = gpu_tagged(MPI_CHAR, MPIX_ACC_BUF_CUDA);
+    const int tagbase = 4000;
+    if (mt_rank == 0) {
+        msg_t m[NSIZES];
+        MPI_Request q[NSIZES];
+        MPI_Status sts[NSIZES];
+        for (int i = 0; i < NSIZES; ++i) {
+            send_prepare(&m[i], &CUDA_AUTO, sizes[i], msg_off(tagbase + i, 0));
+            q[i] = MPI_REQUEST_NULL;
+            if (sizes[i] <= 16 * KiB)
+                MCK(MPI_Send(m[i].p, m[i].count, MPI_CHAR, 1, tagbase + i, W));
+            else
+                MCK(MPI_Isend(m[i].p, m[i].count, cuda_t, 1, tagbase + i, W, &q[i]));
+        }
+        gpu_wait_all(NSIZES, q, sts, "sends to the prober");
+        for (int i = 0; i < NSIZES; ++i) msg_free(&m[i]);
+    } else {
+        for (int i = 0; i < NSIZES; ++i) {
+            MPI_Status st;
+            int tag = tagbase + i;
+            if (i % 2 == 0) {
+                MCK(MPI_Probe(0, tag, W, &st));
+            } else {
+                int flag = 0;
+                double end = MPI_Wtime() + GPU_TIMEOUT_S;
+                while (!flag && MPI_Wtime() < end) MCK(MPI_Iprobe(0, MPI_ANY_TAG, W, &flag, &st));
+                if (!flag) gpu_die(__FILE__, __LINE__, "MPI_Iprobe found no message %d in %.0f s", i, GPU_TIMEOUT_S);
+            }
+            GPU_CHECK_STATUS(st, 0, tag, sizes[i], "%s of a %zu-byte device message", i % 2 ? "MPI_Iprobe" : "MPI_Probe",
+                             sizes[i]);
+            /* the probed count; where it is wrong (reported above) the real size keeps both
+             * ranks in step */
+            int count = gpu_count_bytes(&st);
+            if (count != (int)sizes[i]) count = (int)sizes[i];
+            msg_t m;
+            recv_prepare(&m, &CUDA_TAGGED, (size_t)count);
+            MPI_Status rs;
+            MCK(MPI_Recv(m.p, count, cuda_t, 0, tag, W, &rs));
+            GPU_CHECK_STATUS(rs, 0, tag, sizes[i], "MPI_Recv after the probe, %zu bytes", sizes[i]);
+            recv_check(&m, sizes[i], msg_off(tag, 0), "probe, then receive", sizes[i]);
+            msg_free(&m);
+        }
+    }
+    MCK(MPI_Type_free(&cuda_t));
+}
+
+/* MPI_Mprobe / MPI_Improbe report the real size, and MPI_Mrecv / MPI_Imrecv take the
+ * matched message into device memory. Rank 1 sends, rank 0 receives. */
+static void c_mprobe_mrecv_into_device(void) {
+    static const size_t msz[] = {0, 1, 200, 16 * KiB + 1, 256 * KiB + 1, 8 * MiB + 1, 64 * MiB};
+    const int nm = (int)(sizeof msz / sizeof msz[0]), tagbase = 4100;
+    if (mt_rank == 1) {
+        msg_t m[8];
+        MPI_Request q[8];
+        MPI_Status sts[8];
+        for (int i = 0; i < nm; ++i) {
+            send_prepare(&m[i], &CUDA_AUTO, msz[i], msg_off(tagbase + i, 1));
+            MCK(MPI_Isend(m[i].p, m[i].count, MPI_CHAR, 0, tagbase + i, W, &q[i]));
+        }
+        gpu_wait_all(nm, q, sts, "sends to the matched prober");
+        for (int i = 0; i < nm; ++i) msg_free(&m[i]);
+    } else {
+        for (int i = 0; i < nm; ++i) {
+            MPI_Status st, rs;
+            MPI_Message msg = MPI_MESSAGE_NULL;
+            int tag = tagbase + i;
+            if (i % 2 == 0) {
+                MCK(MPI_Mprobe(1, tag, W, &msg, &st));
+            } else {
+                int flag = 0;
+                double end = MPI_Wtime() + GPU_TIMEOUT_S;
+                while (!flag && MPI_Wtime() < end) MCK(MPI_Improbe(1, tag, W, &flag, &msg, &st));
+                if (!flag) gpu_die(__FILE__, __LINE__, "MPI_Improbe found no message %d", i);
+            }
+            GPU_CHECK_STATUS(st, 1, tag, msz[i], "%s of a %zu-byte device message", i % 2 ? "MPI_Improbe" : "MPI_Mprobe",
+                             msz[i]);
+            msg_t m;
+            recv_prepare(&m, &CUDA_AUTO, msz[i]);
+            if (i % 2 == 0) {
+                MCK(MPI_Mrecv(m.p, m.count, MPI_CHAR, &msg, &rs));
+            } else {
+                MPI_Request r;
+                MCK(MPI_Imrecv(m.p, m.count, MPI_CHAR, &msg, &r));
+                gpu_wait(&r, &rs, "MPI_Imrecv");
+            }
+            GPU_CHECK_STATUS(rs, 1, tag, msz[i], "%s, %zu bytes", i % 2 ? "MPI_Imrecv" : "MPI_Mrecv", msz[i]);
+            recv_check(&m, msz[i], msg_off(tag, 1), "matched receive", msz[i]);
+            msg_free(&m);
+        }
+    }
+}
+
+/* MPI_ANY_SOURCE / MPI_ANY_TAG receives into device memory: blocking receives larger
+ * than the message (rank 1), then nonblocking ones posted all at once and completed with
+ * MPI_Waitany (rank 0). */
+static void c_any_source_into_device(void) {
+    const int tagbase = 4200;
+    /* part 1: rank 0 sends in order, rank 1 takes them with ANY_SOURCE/ANY_TAG */
+    if (mt_rank == 0) {
+        for (int i = 0; i < NSIZES; ++i) {
+            msg_t m;
+            send_prepare(&m, &CUDA_AUTO, sizes[i], msg_off(tagbase + i, 0));
+            MCK(MPI_Send(m.p, m.count, MPI_CHAR, 1, tagbase + i, W));
+            msg_free(&m);
+        }
+    } else {
+        MPI_Datatype cuda_t = gpu_tagged(MPI_CHAR, MPIX_ACC_BUF_CUDA);
+        for (int i = 0; i < NSIZES; ++i) {
+            msg_t m;
+            MPI_Status st;
+            recv_prepare(&m, &CUDA_TAGGED, sizes[i] + 4096);
+            MCK(MPI_Recv(m.p, m.count, cuda_t, MPI_ANY_SOURCE, MPI_ANY_TAG, W, &st));
+            GPU_CHECK_STATUS(st, 0, tagbase + i, sizes[i], "ANY_SOURCE/ANY_TAG MPI_Recv, %zu bytes", sizes[i]);
+            recv_check(&m, sizes[i], msg_off(tagbase + i, 0), "ANY_SOURCE receive (4 KiB larger)", sizes[i]);
+            msg_free(&m);
+        }
+        MCK(MPI_Type_free(&cuda_t));
+    }
+    /* part 2: rank 1 sends, rank 0 has every ANY_SOURCE Irecv posted (distinct tags) */
+    const int tb2 = tagbase + 100;
+    if (mt_rank == 1) {
+        MCK(MPI_Barrier(W)); /* rank 0's receives are posted */
+        msg_t m[NSIZES];
+        MPI_Request q[NSIZES];
+        MPI_Status sts[NSIZES];
+        for (int i = 0; i < NSIZES; ++i) {
+            send_prepare(&m[i], &HOST_PLAIN, sizes[i], msg_off(tb2 + i, 1));
+            MCK(MPI_Isend(m[i].p, m[i].count, MPI_CHAR, 0, tb2 + i, W, &q[i]));
+        }
+        gpu_wait_all(NSIZES, q, sts, "host sends to ANY_SOURCE device receives");
+        for (int i = 0; i < NSIZES; ++i) msg_free(&m[i]);
+    } else {
+        msg_t m[NSIZES];
+        MPI_Request q[NSIZES];
+        MPI_Status sts[NSIZES];
+        for (int i = 0; i < NSIZES; ++i) {
+            recv_prepare(&m[i], &CUDA_AUTO, sizes[i]);
+            MCK(MPI_Irecv(m[i].p, m[i].count, MPI_CHAR, MPI_ANY_SOURCE, tb2 + i, W, &q[i]));
+        }
+        MCK(MPI_Barrier(W));
+        for (int k = 0; k < NSIZES; ++k) { /* completions in any order */
+            int idx = MPI_UNDEFINED;
+            MPI_Status one;
+            MCK(MPI_Waitany(NSIZES, q, &idx, &one));
+            MT_CHECK(idx >= 0 && idx < NSIZES, "MPI_Waitany returned index %d", idx);
+            if (idx >= 0 && idx < NSIZES) sts[idx] = one;
+        }
+        for (int i = 0; i < NSIZES; ++i) {
+            GPU_CHECK_STATUS(sts[i], 1, tb2 + i, sizes[i], "ANY_SOURCE MPI_Irecv, %zu bytes", sizes[i]);
+            recv_check(&m[i], sizes[i], msg_off(tb2 + i, 1), "ANY_SOURCE MPI_Irecv", sizes[i]);
+            msg_free(&m[i]);
+        }
+    }
+}
+
+/* A device receive larger than the message: count and bytes are the message's, and
+ * nothing after it is written (host and device senders). */
+static void c_receive_larger_than_message(void) {
+    const int tagbase = 4400;
+    const view_t *senders[2] = {&HOST_PLAIN, &CUDA_TAGGED};
+    for (int s = 0; s < 2; ++s) {
+        MPI_Datatype st = view_type(senders[s]);
+        for (int i = 0; i < NSIZES - 1; ++i) { /* all but 64 MiB */
+            int tag = tagbase + 20 * s + i;
+            msg_t m;
+            if (mt_rank == 0) {
+                send_prepare(&m, senders[s], sizes[i], msg_off(tag, 0));
+                MCK(MPI_Send(m.p, m.count, st, 1, tag, W));
+            } else {
+                MPI_Status rs;
+                recv_prepare(&m, &CUDA_AUTO, 2 * sizes[i] + 64 * KiB + 1);
+                MCK(MPI_Recv(m.p, m.count, MPI_CHAR, 0, tag, W, &rs));
+                GPU_CHECK_STATUS(rs, 0, tag, sizes[i], "larger receive from %s, %zu bytes", senders[s]->name, sizes[i]);
+                recv_check(&m, sizes[i], msg_off(tag, 0), "receive larger than the message", sizes[i]);
+            }
+            msg_free(&m);
+        }
+        view_type_free(senders[s], &st);
+    }
+}
+
+/* Polls one request whose completion may carry an error; returns the error code. */
+static int test_until(MPI_Request *r, MPI_Status *st, const char *what) {
+    double end = MPI_Wtime() + GPU_TIMEOUT_S;
+    for (;;) {
+        int flag = 0;
+        st->MPI_ERROR = MPI_SUCCESS;
+        int rc = MPI_Test(r, &flag, st);
+        if (rc != MPI_SUCCESS) return rc;
+        if (flag) return st->MPI_ERROR;
+        if (MPI_Wtime() > end) gpu_die(__FILE__, __LINE__, "%s: still pending after %.0f s", what, GPU_TIMEOUT_S);
+    }
+}
+
+/* A device receive too small for the message gets MPI_ERR_TRUNCATE, writes nothing past
+ * its count, and the sender completes normally (nothing is stranded); a normal transfer
+ * on the same tag works afterwards. */
+static void c_truncation_into_device(void) {
+    const int tag = 4500;
+    struct {
+        size_t msg, room;
+        int blocking_send, blocking_recv;
+    } t[] = {{1 * MiB, 64 * KiB, 0, 1}, {100, 50, 1, 1}, {100, 50, 0, 0}, {300 * KiB, 200, 0, 0}};
+    const int nt = (int)(sizeof t / sizeof t[0]);
+    MPI_Datatype cuda_t = gpu_tagged(MPI_CHAR, MPIX_ACC_BUF_CUDA);
+    for (int k = 0; k < nt; ++k) {
+        msg_t m;
+        if (mt_rank == 0) {
+            send_prepare(&m, &CUDA_AUTO, t[k].msg, msg_off(tag + k, 0));
+            if (t[k].blocking_send) {
+                MCK(MPI_Send(m.p, m.count, MPI_CHAR, 1, tag, W));
+            } else {
+                MPI_Request r;
+                MPI_Status st;
+                MCK(MPI_Isend(m.p, m.count, cuda_t, 1, tag, W, &r));
+                int rc = test_until(&r, &st, "send whose receive truncates");
+                MT_CHECK(rc == MPI_SUCCESS, "case %d: the sender of a truncated message got %s", k,
+                         gpu_class_name(gpu_err_class(rc)));
+            }
+        } else {
+            MPI_Status st;
+            int rc;
+            recv_prepare(&m, &CUDA_TAGGED, t[k].room);
+            if (t[k].blocking_recv) {
+                rc = MPI_Recv(m.p, m.count, cuda_t, 0, tag, W, &st);
+            } else {
+                MPI_Request r;
+                MCK(MPI_Irecv(m.p, m.count, cuda_t, 0, tag, W, &r));
+                rc = test_until(&r, &st, "truncating receive");
+            }
+            int cls = gpu_err_class(rc);
+            MT_CHECK(cls == MPI_ERR_TRUNCATE, "case %d: %zu-byte message into %zu-byte device %s gave %s", k, t[k].msg,
+                     t[k].room, t[k].blocking_recv ? "MPI_Recv" : "MPI_Irecv", gpu_class_name(cls));
+            const unsigned char *got = gpu_download(m.p, t[k].room + GPU_GUARD);
+            GPU_CHECK_UNTOUCHED(got + t[k].room, GPU_GUARD, GPU_SENTINEL, "case %d: past a truncated receive", k);
+        }
+        msg_free(&m);
+        /* the channel still carries a normal device message on the same tag */
+        if (mt_rank == 0) {
+            send_prepare(&m, &CUDA_TAGGED, 4097, msg_off(tag + 50 + k, 0));
+            MCK(MPI_Send(m.p, m.count, cuda_t, 1, tag, W));
+        } else {
+            MPI_Status st;
+            recv_prepare(&m, &CUDA_AUTO, 4097);
+            MCK(MPI_Recv(m.p, m.count, MPI_CHAR, 0, tag, W, &st));
+            GPU_CHECK_STATUS(st, 0, tag, 4097, "message after truncation %d", k);
+            recv_check(&m, 4097, msg_off(tag + 50 + k, 0), "message after a truncation", 4097);
+        }
+        msg_free(&m);
+    }
+    MCK(MPI_Type_free(&cuda_t));
+}
+
+/* Zero-byte device messages: from a device pointer (tagged and untagged), from NULL
+ * tagged CUDA, by MPI_Send and MPI_Isend; count 0 and nothing written. */
+static void c_zero_byte_device_messages(void) {
+    const int tag = 4600;
+    MPI_Datatype cuda_t = gpu_tagged(MPI_CHAR, MPIX_ACC_BUF_CUDA);
+    unsigned char *d = gpu_malloc(64 + GPU_GUARD);
+    gpu_memset(d, GPU_SENTINEL, 64 + GPU_GUARD);
+    if (mt_rank == 0) {
+        MPI_Request r[2];
+        MPI_Status sts[2];
+        MCK(MPI_Send(d, 0, cuda_t, 1, tag, W));
+        MCK(MPI_Send(NULL, 0, cuda_t, 1, tag + 1, W));
+        MCK(MPI_Send(d, 0, MPI_DOUBLE, 1, tag + 2, W));
+        MCK(MPI_Isend(d, 0, cuda_t, 1, tag + 3, W, &r[0]));
+        MCK(MPI_Isend(d, 0, MPI_CHAR, 1, tag + 4, W, &r[1]));
+        gpu_wait_all(2, r, sts, "zero-byte Isends");
+    } else {
+        MPI_Status st;
+        MPI_Request r;
+        MCK(MPI_Recv(d, 64, cuda_t, 0, tag, W, &st));
+        GPU_CHECK_STATUS(st, 0, tag, 0, "0 bytes from a tagged device pointer");
+        MCK(MPI_Recv(d, 0, cuda_t, 0, tag + 1, W, &st));
+        GPU_CHECK_STATUS(st, 0, tag + 1, 0, "0 bytes from NULL tagged CUDA");
+        MCK(MPI_Recv(d, 8, MPI_DOUBLE, 0, tag + 2, W, &st));
+        GPU_CHECK_STATUS(st, 0, tag + 2, 0, "0 doubles from an untagged device pointer");
+        MCK(MPI_Irecv(d, 64, MPI_CHAR, 0, tag + 3, W, &r));
+        gpu_wait(&r, &st, "zero-byte Irecv");
+        GPU_CHECK_STATUS(st, 0, tag + 3, 0, "0 bytes by MPI_Isend, tagged");
+        MCK(MPI_Recv(NULL, 0, cuda_t, 0, tag + 4, W, &st));
+        GPU_CHECK_STATUS(st, 0, tag + 4, 0, "0 bytes into NULL tagged CUDA");
+        const unsigned char *got = gpu_download(d, 64 + GPU_GUARD);
+        GPU_CHECK_UNTOUCHED(got, 64 + GPU_GUARD, GPU_SENTINEL, "device buffer of zero-byte receives");
+    }
+    CK(cudaFree(d));
+    MCK(MPI_Type_free(&cuda_t));
+}
+
+static const gpu_case_t cases[] = {
+    {"send_recv_host_to_cuda_tagged_every_size_both_directions", c_send_recv_host_to_cuda_tagged, 0},
+    {"send_recv_cuda_tagged_to_host_every_size_both_directions", c_send_recv_cuda_tagged_to_host, 0},
+    {"send_recv_cuda_tagged_to_cuda_tagged_every_size_both_directions", c_send_recv_cuda_tagged_to_cuda_tagged, 0},
+    {"send_recv_untagged_device_char_autodetected_every_size_both_directions", c_send_recv_cuda_auto_to_cuda_auto, 0},
+    {"send_recv_untagged_device_double_to_host_tagged_double_every_size", c_send_recv_cuda_auto_double_to_host_tagged,
+     0},
+    {"send_recv_host_tagged_double_to_untagged_device_double_every_size", c_send_recv_host_tagged_to_cuda_auto_double,
+     0},
+    {"send_recv_untagged_device_double_to_cuda_tagged_double_every_size",
+     c_send_recv_cuda_auto_double_to_cuda_tagged_double, 0},
+    {"send_recv_host_tagged_to_untagged_device_every_size", c_send_recv_host_tagged_to_cuda_auto, 0},
+    {"send_recv_cuda_tagged_to_pinned_host_every_size", c_send_recv_cuda_tagged_to_pinned_host, 0},
+    {"send_recv_pinned_host_to_untagged_device_every_size", c_send_recv_pinned_host_to_cuda_auto, 0},
+    {"send_recv_host_to_host_tagged_unaffected_by_cuda_autodetect", c_send_recv_host_to_host_with_autodetect_on, 0},
+    {"isend_irecv_waitall_host_to_cuda_all_sizes_at_once_both_ranks", c_isend_irecv_host_to_cuda, 0},
+    {"isend_irecv_waitall_cuda_to_host_tagged_all_sizes_at_once_both_ranks", c_isend_irecv_cuda_to_host, 0},
+    {"isend_irecv_waitall_cuda_tagged_to_untagged_device_all_sizes_at_once", c_isend_irecv_cuda_tagged_to_cuda_auto, 0},
+    {"isend_irecv_waitall_untagged_device_double_all_sizes_at_once", c_isend_irecv_cuda_auto_double, 0},
+    {"isend_irecv_waitall_pinned_host_to_untagged_device_all_sizes_at_once", c_isend_irecv_pinned_to_cuda, 0},
+    {"sendrecv_exchanges_cuda_to_cuda_every_size", c_sendrecv_cuda_to_cuda, 0},
+    {"sendrecv_exchanges_host_to_cuda_every_size", c_sendrecv_host_to_cuda, 0},
+    {"sendrecv_exchanges_cuda_to_host_every_size", c_sendrecv_cuda_to_host, 0},
+    {"persistent_recv_init_startall_into_device_fragments_100_steps", c_persistent_device_fragments, 0},
+    {"probe_and_iprobe_report_real_size_of_device_messages", c_probe_reports_real_size, 0},
+    {"mprobe_improbe_then_mrecv_imrecv_into_device_memory", c_mprobe_mrecv_into_device, 0},
+    {"any_source_any_tag_receives_into_device_memory", c_any_source_into_device, 0},
+    {"device_receive_larger_than_message_gets_message_size_and_writes_nothing_more",
+     c_receive_larger_than_message, 0},
+    {"device_receive_too_small_gets_err_truncate_and_sender_completes", c_truncation_into_device, 0},
+    {"zero_byte_device_messages_including_null_pointer", c_zero_byte_device_messages, 0},
+};
+
+int main(int argc, char **argv) {
+#if CUDA_P2P_NO_IPC
+    /* read by MPI-ACC at MPI_Init: the staged pipeline instead of CUDA IPC in the node */
+    setenv("MPIACC_IPC", "0", 1);
+#endif
+    MT_INIT(&argc, &argv);
+    gpu_setup(CUDA_P2P_SAME_GPU ? 0 : -1);
+    if (!gpu_skip_why && mt_rank == 0)
+        printf("# variant: %s%s\n", CUDA_P2P_SAME_GPU ? "both ranks on device 0" : "device = rank % devices",
+               CUDA_P2P_NO_IPC ? ", MPIACC_IPC=0 (pipeline)" : "");
+    gpu_run_cases(cases, (int)(sizeof cases / sizeof cases[0]));
+    gpu_teardown();
+    return mt_finalize();
+}
