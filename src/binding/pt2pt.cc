@@ -302,9 +302,14 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     // Host receives hand MPICH's own request to the user (no generalized request on the
     // host path); completion calls test it directly and finish what an envelope starts.
     const bool watch = request && mb.kind == BufKind::HOST;
+    bool own_bytes = in_place;
+    if (watch && in_place) {
+        StateLock lock;
+        own_bytes = !overlaps_in_place_receive(mb.contiguous_host(), mb.bytes);
+    }
     const RecvOp::Posting posting = !watch ? RecvOp::Posting::BOUNCE
-                                    : in_place ? RecvOp::Posting::IN_PLACE
-                                               : RecvOp::Posting::WATCHED_BOUNCE;
+                                    : own_bytes ? RecvOp::Posting::IN_PLACE
+                                                : RecvOp::Posting::WATCHED_BOUNCE;
     std::unique_ptr<RecvOp> op;
     MPI_Request matching = MPI_REQUEST_NULL;
     {

@@ -77,6 +77,10 @@ public:
     // Receivers in their data phase, by (sender rank, sender's transfer id), for ABORT.
     std::map<std::pair<int, std::uint64_t>, RecvOp *> receivers;
     std::unique_ptr<ControlChannel> control;
+    // Host buffers with an in-place receive pending: start -> end. A second receive that
+    // overlaps one lands in a bounce buffer instead, or two envelopes could land in the
+    // same bytes before either is read (OSU-style windows reuse one buffer).
+    std::map<std::uintptr_t, std::uintptr_t> in_place_ranges;
     // Envelopes a probe had to receive to learn the real size, in arrival order.
     std::deque<std::unique_ptr<StashedEnvelope>> stash;
     // Message handles given out by MPI_Mprobe for stashed envelopes.

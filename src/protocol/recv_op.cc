@@ -28,6 +28,10 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
         rc = PMPI_Irecv(op->dest_.host, op->dest_.count, op->dest_.type.get(), source, tag, comm,
                         &op->matching_request_);
         op->data_in_user_buffer_ = true;
+        if (char *start = op->dest_.contiguous_host()) {
+            op->in_place_start_ = reinterpret_cast<std::uintptr_t>(start);
+            ctx.in_place_ranges[op->in_place_start_] = op->in_place_start_ + op->dest_.bytes;
+        }
     } else {
         std::size_t n = std::min(op->dest_.bytes, largest_payload(ctx.knobs));
         op->bounce_.resize(std::max(n, kEnvelopeBytes));
@@ -68,8 +72,19 @@ int RecvOp::from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &
     return MPI_SUCCESS;
 }
 
+bool overlaps_in_place_receive(const void *start, std::size_t len) {
+    Context &ctx = context();
+    if (ctx.in_place_ranges.empty()) return false;
+    auto lo = reinterpret_cast<std::uintptr_t>(start), hi = lo + len;
+    auto it = ctx.in_place_ranges.lower_bound(lo);
+    if (it != ctx.in_place_ranges.end() && it->first < hi) return true;
+    if (it != ctx.in_place_ranges.begin() && std::prev(it)->second > lo) return true;
+    return false;
+}
+
 RecvOp::~RecvOp() {
     Context &ctx = context();
+    if (in_place_start_) ctx.in_place_ranges.erase(in_place_start_);
     if (registered_) ctx.receivers.erase({peer_, envelope_.transfer_id});
     for (auto &c : chunks_) {
         if (c.request != MPI_REQUEST_NULL) {

@@ -158,6 +158,7 @@ private:
     MPI_Request matching_request_ = MPI_REQUEST_NULL;
     bool matching_is_user_handle_ = false;  // never free it while the user may hold it
     bool data_in_user_buffer_ = false;      // IN_PLACE: the message landed in dest_.host
+    std::uintptr_t in_place_start_ = 0;     // key in Context::in_place_ranges, 0 = none
     std::vector<char> bounce_;
     std::unique_ptr<Completion> payload_copy_;
     Envelope envelope_{};
@@ -231,6 +232,9 @@ struct StashedEnvelope {
 // host, or a device buffer captured now. Returns an MPI error class with *why on failure.
 int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs,
                         MessageBuffer *out, std::string *why);
+
+// True when [start, start+len) overlaps a pending in-place receive.
+bool overlaps_in_place_receive(const void *start, std::size_t len);
 
 // Largest payload a sender may send without an envelope: host data under the
 // rendezvous threshold, or device data a blocking send staged whole.

@@ -1,0 +1,1023 @@
+/* CUDA point-to-point: MPI-ACC against every anchor it is held to, in one run, 2 ranks.
+ *
+ * One GPU per rank (cudaSetDevice(rank % ndev)). For each configuration, direction and
+ * size it measures OSU-style one-way latency (ping-pong; round trip / 2) and windowed
+ * bandwidth (a window of sends, then a one-byte ack). Directions name the buffer on each
+ * side, rank 0 first: D->H means rank 0 uses device memory and rank 1 host memory (the
+ * bandwidth is rank 0 to rank 1; the latency is the mean of both ways, as in OSU).
+ *
+ * Configurations, all in one run, direction by direction with the anchors first, so that
+ * their rows are kept (the CSV is written row by row) even when an MPI-ACC path aborts:
+ *   mpich-host   PMPI with host buffers (H->H): what MPICH's host transport gives
+ *   staged       cudaMemcpy D2H into pinned memory + PMPI_Send; PMPI_Recv + cudaMemcpy H2D
+ *   pipeline     256 KiB chunks: cudaMemcpyAsync into pinned slots on two streams + PMPI_Isend/Irecv
+ *   nccl         ncclSend/ncclRecv (libnccl.so.2 loaded with dlopen; skipped if absent)
+ *   memcpy-peer  cudaMemcpyPeerAsync GPU a -> GPU b inside rank 0 alone (needs 2 devices with peer access)
+ *   ipc-pull     the receiver maps the sender's cudaIpcMemHandle and copies; a PMPI RTS/FIN handshake
+ *   mpiacc       MPI_Send/MPI_Recv through libmpiacc, datatype tagged MPIX_ACC_BUF_CUDA
+ *   mpiacc-auto  the same with plain MPI_BYTE: CUDA pointer autodetection
+ * MPI-ACC reads MPIACC_IPC when it initialises, so "IPC off" is a second process run:
+ * MPIACC_IPC=0 bench/pt2pt --configs mpiacc,mpiacc-auto. The MPI-ACC rows then read
+ * mpiacc-noipc and mpiacc-auto-noipc (--label overrides the suffix).
+ *
+ * Every configuration's first transfer each way is checked byte for byte (the receive
+ * buffer is cleared first); mismatches are counted and printed, and make the exit code 1.
+ * A phase (verify, latency, bandwidth of one size) that takes longer than --watchdog
+ * seconds is declared a hang: the program names it on stderr and exits 124.
+ * Large messages get fewer iterations and a smaller window (window x size <= --bw-bytes),
+ * and every measurement runs at least --min-time seconds, so a run stays short.
+ *
+ *   mpiexec -n 2 bench/pt2pt [--iters N] [--bw-iters N] [--min-iters N] [--window W]
+ *       [--bw-bytes BYTES] [--min-time SEC] [--min-size BYTES] [--max-size BYTES]
+ *       [--sizes LIST|pow2] [--configs LIST] [--dirs LIST] [--label SUFFIX] [--csv FILE]
+ *       [--watchdog SEC]
+ * CSV columns: config,direction,size,lat_us,bw_GBs (GB/s = 1e9 bytes per second).
+ */
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <mpi.h>
+#include <mpiacc.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { TAG_DATA = 11, TAG_ACK = 12, TAG_CHUNK = 13, TAG_RTS = 14, TAG_FIN = 15, TAG_HANDLE = 16 };
+enum { MAX_SIZES = 64, MAX_WINDOW = 64, PIPE_DEPTH = 4 };
+#define MAX_MSG (1L << 30)
+
+/* ------------------------------------------------------------------ errors */
+
+static int g_rank = -1;
+static char g_where[160] = "setup";
+static const char *g_phase = "";  /* verify, latency or bandwidth */
+static unsigned g_watchdog = 120; /* seconds without finishing a phase before a hang is declared */
+
+/* A hang (a lost message, a protocol deadlock) names where it happened and ends the job,
+ * instead of waiting for an outer time limit that says nothing. */
+static void on_alarm(int sig) {
+    char msg[400];
+    int len = snprintf(msg, sizeof msg, "pt2pt: rank %d: HANG: no progress for %u s in [%s] %s; aborting\n", g_rank,
+                       g_watchdog, g_where, g_phase);
+    (void)sig;
+    if (len > 0 && write(2, msg, (size_t)len) < 0) _exit(124);
+    _exit(124);
+}
+
+static void phase(const char *name) {
+    g_phase = name;
+    if (g_watchdog) alarm(g_watchdog);
+} /* what is being measured, for error messages */
+
+static void fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "pt2pt: rank %d: [%s] %s: ", g_rank, g_where, g_phase);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fflush(stderr);
+    fflush(stdout);
+    PMPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+#define CUDA_CHECK(call)                                                                                \
+    do {                                                                                                \
+        cudaError_t e_ = (call);                                                                        \
+        if (e_ != cudaSuccess)                                                                          \
+            fail("%s:%d: %s failed: %s (%s)", __FILE__, __LINE__, #call, cudaGetErrorString(e_),         \
+                 cudaGetErrorName(e_));                                                                 \
+    } while (0)
+
+#define MPI_CHECK(call)                                                                                 \
+    do {                                                                                                \
+        int rc_ = (call);                                                                               \
+        if (rc_ != MPI_SUCCESS) {                                                                       \
+            char msg_[MPI_MAX_ERROR_STRING];                                                            \
+            int len_ = 0;                                                                               \
+            if (PMPI_Error_string(rc_, msg_, &len_) != MPI_SUCCESS) snprintf(msg_, sizeof msg_, "?");   \
+            fail("%s:%d: %s failed (%d): %s", __FILE__, __LINE__, #call, rc_, msg_);                    \
+        }                                                                                               \
+    } while (0)
+
+/* ------------------------------------------------------------------ NCCL, loaded at run time */
+
+/* The few NCCL types and calls used here, so that the program builds without nccl.h. */
+typedef struct {
+    char internal[128];
+} NcclUniqueId;
+typedef void *NcclComm;
+typedef struct {
+    int (*get_version)(int *);
+    int (*get_unique_id)(NcclUniqueId *);
+    int (*comm_init_rank)(NcclComm *, int, NcclUniqueId, int);
+    int (*comm_destroy)(NcclComm);
+    int (*send)(const void *, size_t, int, int, NcclComm, cudaStream_t);
+    int (*recv)(void *, size_t, int, int, NcclComm, cudaStream_t);
+    const char *(*error_string)(int);
+} NcclApi;
+enum { NCCL_INT8 = 0 };
+
+#define NCCL_CHECK(b, call)                                                                             \
+    do {                                                                                                \
+        int r_ = (call);                                                                                \
+        if (r_ != 0) fail("%s:%d: %s failed: %s", __FILE__, __LINE__, #call, (b)->nccl.error_string(r_)); \
+    } while (0)
+
+/* ------------------------------------------------------------------ options */
+
+typedef struct {
+    long iters, bw_iters, min_iters, window, bw_bytes, min_size, max_size;
+    double min_time;
+    long sizes[MAX_SIZES];
+    int nsizes;
+    const char *configs, *dirs, *label, *csv;
+} Options;
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: mpiexec -n 2 pt2pt [--iters N] [--bw-iters N] [--min-iters N] [--window W]\n"
+            "         [--bw-bytes BYTES] [--min-time SEC] [--min-size BYTES] [--max-size BYTES]\n"
+            "         [--sizes LIST|pow2] [--configs LIST] [--dirs LIST] [--label SUFFIX] [--csv FILE]\n"
+            "         [--watchdog SEC]  (abort with a message when one phase takes longer; 0 = off)\n"
+            "  sizes take K, M, G suffixes (powers of 1024); LIST is comma separated\n"
+            "  configs: mpich-host,staged,pipeline,nccl,memcpy-peer,ipc-pull,mpiacc,mpiacc-auto\n"
+            "  dirs: D->D,D->H,H->D (or DD,DH,HD)\n");
+}
+
+static int parse_size(const char *text, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text) return 0;
+    if (*end == 'K' || *end == 'k') v <<= 10, end++;
+    else if (*end == 'M' || *end == 'm') v <<= 20, end++;
+    else if (*end == 'G' || *end == 'g') v <<= 30, end++;
+    if (*end && strcmp(end, "B") && strcmp(end, "iB")) return 0;
+    if (v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_sizes(const char *text, Options *o) {
+    if (!strcmp(text, "pow2")) {
+        o->nsizes = 0;
+        for (long s = 1; s <= MAX_MSG && o->nsizes < MAX_SIZES; s *= 2) o->sizes[o->nsizes++] = s;
+        return 1;
+    }
+    char buf[1024];
+    if (strlen(text) >= sizeof buf) return 0;
+    strcpy(buf, text);
+    o->nsizes = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (o->nsizes == MAX_SIZES || !parse_size(tok, 1, MAX_MSG, &o->sizes[o->nsizes])) return 0;
+        o->nsizes++;
+    }
+    return o->nsizes > 0;
+}
+
+static int parse_options(int argc, char **argv, Options *o) {
+    *o = (Options){.iters = 1000, .bw_iters = 100, .min_iters = 3, .window = 32, .bw_bytes = 256L << 20,
+                   .min_size = 1, .max_size = 256L << 20, .min_time = 0.02};
+    parse_sizes("8,64,256,1K,4K,16K,64K,256K,1M,2M,4M,16M,64M,256M", o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok;
+        if (!v) return 0;
+        if (!strcmp(a, "--iters")) ok = parse_size(v, 1, 100000000, &o->iters);
+        else if (!strcmp(a, "--bw-iters")) ok = parse_size(v, 1, 100000000, &o->bw_iters);
+        else if (!strcmp(a, "--min-iters")) ok = parse_size(v, 1, 1000000, &o->min_iters);
+        else if (!strcmp(a, "--window")) ok = parse_size(v, 1, MAX_WINDOW, &o->window);
+        else if (!strcmp(a, "--bw-bytes")) ok = parse_size(v, 1, 1L << 40, &o->bw_bytes);
+        else if (!strcmp(a, "--min-size")) ok = parse_size(v, 1, MAX_MSG, &o->min_size);
+        else if (!strcmp(a, "--max-size")) ok = parse_size(v, 1, MAX_MSG, &o->max_size);
+        else if (!strcmp(a, "--sizes")) ok = parse_sizes(v, o);
+        else if (!strcmp(a, "--configs")) ok = (o->configs = v) != NULL;
+        else if (!strcmp(a, "--dirs")) ok = (o->dirs = v) != NULL;
+        else if (!strcmp(a, "--label")) ok = (o->label = v) != NULL;
+        else if (!strcmp(a, "--csv")) ok = (o->csv = v) != NULL;
+        else if (!strcmp(a, "--watchdog")) {
+            long sec;
+            ok = parse_size(v, 0, 86400, &sec);
+            g_watchdog = (unsigned)sec;
+        }
+        else if (!strcmp(a, "--min-time")) {
+            char *end;
+            o->min_time = strtod(v, &end);
+            ok = end != v && !*end && o->min_time >= 0 && o->min_time < 100;
+        } else ok = 0;
+        if (!ok) {
+            fprintf(stderr, "pt2pt: bad option %s %s\n", a, v);
+            return 0;
+        }
+        i++;
+    }
+    return 1;
+}
+
+/* 1 when `name` is an item of the comma-separated `list` (a NULL list holds everything). */
+static int in_list(const char *list, const char *name) {
+    if (!list) return 1;
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ state */
+
+typedef struct {
+    const char *name, *alias;
+    int src_dev, dst_dev; /* rank 0's buffer, rank 1's buffer: 1 = device */
+} Dir;
+
+static const Dir dirs[] = {{"D->D", "DD", 1, 1}, {"D->H", "DH", 1, 0}, {"H->D", "HD", 0, 1}, {"H->H", "HH", 0, 0}};
+enum { DIR_DD = 1, DIR_DH = 2, DIR_HD = 4, DIR_HH = 8, DIR_DEV = DIR_DD | DIR_DH | DIR_HD };
+
+typedef struct {
+    Options o;
+    int rank, peer, device, ndev;
+    size_t max_bytes;
+    char *dev_s, *dev_r;       /* device send / receive buffers */
+    char *host_s, *host_r;     /* pageable host send / receive buffers */
+    char *pinned;              /* staging for "staged"; also the check buffer */
+    unsigned char *pat_self, *pat_peer;
+    cudaStream_t stream[2];
+    /* pipeline */
+    long chunk;
+    char *slot[PIPE_DEPTH];
+    cudaEvent_t slot_ev[PIPE_DEPTH];
+    MPI_Request *reqs;
+    MPI_Status *stats; /* not MPI_STATUSES_IGNORE: GCC 12 misreads MPICH's constant (-Wstringop-overflow) */
+    long max_reqs;
+    /* nccl */
+    void *nccl_lib;
+    NcclApi nccl;
+    NcclComm nccl_comm;
+    int nccl_version;
+    /* memcpy-peer (rank 0) */
+    int peer_dev;
+    char *peer_buf;
+    /* ipc-pull */
+    char *ipc_peer_s; /* the peer's send buffer, mapped */
+    /* mpiacc */
+    MPI_Datatype cuda_type;
+    /* results */
+    long mismatches, verify_failures;
+    FILE *csv;
+} Bench;
+
+typedef struct {
+    void *buf;
+    int dev;
+} Side;
+
+typedef struct Config Config;
+struct Config {
+    const char *name;
+    unsigned dirs;
+    int mpiacc;     /* through libmpiacc: gets the label; acks through MPI_* */
+    int rank0_only; /* memcpy-peer: rank 0 copies between its two devices */
+    /* Collective; returns 1 when usable, else 0 with a reason in `why`. */
+    int (*setup)(Bench *, char *why, size_t whylen);
+    void (*send)(Bench *, Side, size_t);
+    void (*recv)(Bench *, Side, size_t);
+    void (*send_window)(Bench *, Side, size_t, int); /* NULL: `window` blocking sends */
+    void (*recv_window)(Bench *, Side, size_t, int);
+    /* Undoes setup, so that no anchor's state (peer access, mappings, NCCL's threads)
+     * lingers into the configurations measured after it. NULL: nothing to undo. */
+    void (*teardown)(Bench *);
+};
+
+/* ------------------------------------------------------------------ data pattern and checks */
+
+/* Never 0, so a cleared receive buffer never matches; differs between ranks. */
+static void fill_pattern(unsigned char *p, size_t n, int rank) {
+    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(((i * 131u) + (i >> 9) * 7u + (size_t)rank * 17u) % 251u + 1u);
+}
+
+/* Bytes of `got` that differ from the peer's pattern; prints the first difference. */
+static long count_mismatches(const Bench *b, const unsigned char *got, size_t n, const char *what) {
+    if (!memcmp(got, b->pat_peer, n)) return 0;
+    long bad = 0;
+    size_t first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != b->pat_peer[i] && bad++ == 0) first = i;
+    fprintf(stderr, "pt2pt: rank %d: VERIFY FAILED [%s] %s: %ld of %zu bytes differ (first at offset %zu: got 0x%02x, want 0x%02x)\n",
+            b->rank, g_where, what, bad, n, first, got[first], b->pat_peer[first]);
+    return bad;
+}
+
+static long check_side(Bench *b, Side s, size_t n) {
+    const unsigned char *got = s.buf;
+    if (s.dev) {
+        CUDA_CHECK(cudaMemcpy(b->pinned, s.buf, n, cudaMemcpyDeviceToHost));
+        got = (const unsigned char *)b->pinned;
+    }
+    return count_mismatches(b, got, n, s.dev ? "device receive buffer" : "host receive buffer");
+}
+
+static void clear_side(Side s, size_t n) {
+    if (s.dev) {
+        CUDA_CHECK(cudaMemset(s.buf, 0, n));
+        CUDA_CHECK(cudaDeviceSynchronize());
+    } else {
+        memset(s.buf, 0, n);
+    }
+}
+
+static Side send_side(const Bench *b, const Dir *d) {
+    int dev = b->rank == 0 ? d->src_dev : d->dst_dev;
+    return (Side){dev ? b->dev_s : b->host_s, dev};
+}
+
+static Side recv_side(const Bench *b, const Dir *d) {
+    int dev = b->rank == 0 ? d->src_dev : d->dst_dev;
+    return (Side){dev ? b->dev_r : b->host_r, dev};
+}
+
+/* ------------------------------------------------------------------ plain MPICH (PMPI) */
+
+static void host_send(Bench *b, Side s, size_t n) {
+    MPI_CHECK(PMPI_Send(s.buf, (int)n, MPI_BYTE, b->peer, TAG_DATA, MPI_COMM_WORLD));
+}
+static void host_recv(Bench *b, Side s, size_t n) {
+    MPI_CHECK(PMPI_Recv(s.buf, (int)n, MPI_BYTE, b->peer, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+}
+static void host_send_window(Bench *b, Side s, size_t n, int w) {
+    for (int i = 0; i < w; i++) MPI_CHECK(PMPI_Isend(s.buf, (int)n, MPI_BYTE, b->peer, TAG_DATA, MPI_COMM_WORLD, &b->reqs[i]));
+    MPI_CHECK(PMPI_Waitall(w, b->reqs, b->stats));
+}
+static void host_recv_window(Bench *b, Side s, size_t n, int w) {
+    for (int i = 0; i < w; i++) MPI_CHECK(PMPI_Irecv(s.buf, (int)n, MPI_BYTE, b->peer, TAG_DATA, MPI_COMM_WORLD, &b->reqs[i]));
+    MPI_CHECK(PMPI_Waitall(w, b->reqs, b->stats));
+}
+
+/* ------------------------------------------------------------------ manual blocking staging */
+
+static void staged_send(Bench *b, Side s, size_t n) {
+    const void *src = s.buf;
+    if (s.dev) {
+        CUDA_CHECK(cudaMemcpy(b->pinned, s.buf, n, cudaMemcpyDeviceToHost));
+        src = b->pinned;
+    }
+    MPI_CHECK(PMPI_Send(src, (int)n, MPI_BYTE, b->peer, TAG_DATA, MPI_COMM_WORLD));
+}
+static void staged_recv(Bench *b, Side s, size_t n) {
+    MPI_CHECK(PMPI_Recv(s.dev ? b->pinned : s.buf, (int)n, MPI_BYTE, b->peer, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    if (s.dev) CUDA_CHECK(cudaMemcpy(s.buf, b->pinned, n, cudaMemcpyHostToDevice));
+}
+
+/* ------------------------------------------------------------------ manual chunk pipeline */
+
+static size_t chunk_len(const Bench *b, size_t n, long k) {
+    size_t off = (size_t)k * (size_t)b->chunk;
+    return n - off < (size_t)b->chunk ? n - off : (size_t)b->chunk;
+}
+
+static long nchunks(const Bench *b, size_t n) { return (long)((n + (size_t)b->chunk - 1) / (size_t)b->chunk); }
+
+/* Copies of the next chunks run while earlier chunks are on the wire: PIPE_DEPTH pinned
+ * slots, chunk k on stream k % 2; a slot is reused once its send has completed. */
+static void pipeline_send(Bench *b, Side s, size_t n) {
+    long nc = nchunks(b, n);
+    if (!s.dev) {
+        for (long k = 0; k < nc; k++)
+            MPI_CHECK(PMPI_Isend(s.buf + (size_t)k * (size_t)b->chunk, (int)chunk_len(b, n, k), MPI_BYTE, b->peer,
+                                 TAG_CHUNK, MPI_COMM_WORLD, &b->reqs[k]));
+        MPI_CHECK(PMPI_Waitall((int)nc, b->reqs, b->stats));
+        return;
+    }
+    MPI_Request req[PIPE_DEPTH];
+    for (int i = 0; i < PIPE_DEPTH; i++) req[i] = MPI_REQUEST_NULL;
+    long copied = 0;
+    for (long k = 0; k < nc; k++) {
+        while (copied < nc && copied - k < PIPE_DEPTH) {
+            int slot = (int)(copied % PIPE_DEPTH);
+            MPI_CHECK(PMPI_Wait(&req[slot], MPI_STATUS_IGNORE));
+            cudaStream_t st = b->stream[copied % 2];
+            CUDA_CHECK(cudaMemcpyAsync(b->slot[slot], (char *)s.buf + (size_t)copied * (size_t)b->chunk,
+                                       chunk_len(b, n, copied), cudaMemcpyDeviceToHost, st));
+            CUDA_CHECK(cudaEventRecord(b->slot_ev[slot], st));
+            copied++;
+        }
+        int slot = (int)(k % PIPE_DEPTH);
+        CUDA_CHECK(cudaEventSynchronize(b->slot_ev[slot]));
+        MPI_CHECK(PMPI_Isend(b->slot[slot], (int)chunk_len(b, n, k), MPI_BYTE, b->peer, TAG_CHUNK, MPI_COMM_WORLD,
+                             &req[slot]));
+    }
+    MPI_CHECK(PMPI_Waitall(PIPE_DEPTH, req, b->stats));
+}
+
+static void pipeline_recv(Bench *b, Side s, size_t n) {
+    long nc = nchunks(b, n);
+    if (!s.dev) {
+        for (long k = 0; k < nc; k++)
+            MPI_CHECK(PMPI_Irecv((char *)s.buf + (size_t)k * (size_t)b->chunk, (int)chunk_len(b, n, k), MPI_BYTE,
+                                 b->peer, TAG_CHUNK, MPI_COMM_WORLD, &b->reqs[k]));
+        MPI_CHECK(PMPI_Waitall((int)nc, b->reqs, b->stats));
+        return;
+    }
+    MPI_Request req[PIPE_DEPTH];
+    for (long k = 0; k < PIPE_DEPTH; k++)
+        req[k] = MPI_REQUEST_NULL;
+    for (long k = 0; k < nc && k < PIPE_DEPTH; k++)
+        MPI_CHECK(PMPI_Irecv(b->slot[k], (int)chunk_len(b, n, k), MPI_BYTE, b->peer, TAG_CHUNK, MPI_COMM_WORLD, &req[k]));
+    for (long k = 0; k < nc; k++) {
+        int slot = (int)(k % PIPE_DEPTH);
+        MPI_CHECK(PMPI_Wait(&req[slot], MPI_STATUS_IGNORE));
+        cudaStream_t st = b->stream[k % 2];
+        CUDA_CHECK(cudaMemcpyAsync((char *)s.buf + (size_t)k * (size_t)b->chunk, b->slot[slot], chunk_len(b, n, k),
+                                   cudaMemcpyHostToDevice, st));
+        CUDA_CHECK(cudaEventRecord(b->slot_ev[slot], st));
+        /* Repost the previous chunk's slot, whose copy has had a chunk's time to finish. */
+        long next = k - 1 + PIPE_DEPTH;
+        if (k >= 1 && next < nc) {
+            int prev = (int)((k - 1) % PIPE_DEPTH);
+            CUDA_CHECK(cudaEventSynchronize(b->slot_ev[prev]));
+            MPI_CHECK(PMPI_Irecv(b->slot[prev], (int)chunk_len(b, n, next), MPI_BYTE, b->peer, TAG_CHUNK,
+                                 MPI_COMM_WORLD, &req[prev]));
+        }
+    }
+    CUDA_CHECK(cudaStreamSynchronize(b->stream[0]));
+    CUDA_CHECK(cudaStreamSynchronize(b->stream[1]));
+}
+
+/* ------------------------------------------------------------------ NCCL */
+
+static int nccl_setup(Bench *b, char *why, size_t whylen) {
+    int ok = 1, all = 0;
+    why[0] = '\0';
+    int devs[2] = {b->device, -1}, peer_dev = -1;
+    MPI_CHECK(PMPI_Sendrecv(&devs[0], 1, MPI_INT, b->peer, TAG_HANDLE, &peer_dev, 1, MPI_INT, b->peer, TAG_HANDLE,
+                            MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    if (peer_dev == b->device) {
+        snprintf(why, whylen, "both ranks use CUDA device %d; NCCL needs one device per rank", b->device);
+        ok = 0;
+    }
+    if (ok) {
+        b->nccl_lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+        if (!b->nccl_lib) b->nccl_lib = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
+        if (!b->nccl_lib) {
+            snprintf(why, whylen, "dlopen(libnccl.so.2): %s", dlerror());
+            ok = 0;
+        }
+    }
+    if (ok) {
+        struct {
+            const char *sym;
+            void **fn;
+        } syms[] = {{"ncclGetVersion", (void **)&b->nccl.get_version},
+                    {"ncclGetUniqueId", (void **)&b->nccl.get_unique_id},
+                    {"ncclCommInitRank", (void **)&b->nccl.comm_init_rank},
+                    {"ncclCommDestroy", (void **)&b->nccl.comm_destroy},
+                    {"ncclSend", (void **)&b->nccl.send},
+                    {"ncclRecv", (void **)&b->nccl.recv},
+                    {"ncclGetErrorString", (void **)&b->nccl.error_string}};
+        for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+            if (!(*syms[i].fn = dlsym(b->nccl_lib, syms[i].sym))) {
+                snprintf(why, whylen, "dlsym(%s) failed in libnccl", syms[i].sym);
+                ok = 0;
+                break;
+            }
+    }
+    MPI_CHECK(PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (!all) {
+        if (ok) snprintf(why, whylen, "NCCL unusable on the other rank");
+        return 0;
+    }
+    b->nccl.get_version(&b->nccl_version);
+    NcclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (b->rank == 0) NCCL_CHECK(b, b->nccl.get_unique_id(&id));
+    MPI_CHECK(PMPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+    setenv("NCCL_NVLS_ENABLE", "0", 1); /* never NVLink multicast on the shared machines */
+    int r = b->nccl.comm_init_rank(&b->nccl_comm, 2, id, b->rank);
+    ok = r == 0;
+    if (!ok) snprintf(why, whylen, "ncclCommInitRank: %s", b->nccl.error_string(r));
+    MPI_CHECK(PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (!all && ok) snprintf(why, whylen, "ncclCommInitRank failed on the other rank");
+    return all;
+}
+
+static void nccl_teardown(Bench *b) {
+    if (b->nccl_comm) NCCL_CHECK(b, b->nccl.comm_destroy(b->nccl_comm));
+    b->nccl_comm = NULL;
+}
+
+static void nccl_send(Bench *b, Side s, size_t n) {
+    NCCL_CHECK(b, b->nccl.send(s.buf, n, NCCL_INT8, b->peer, b->nccl_comm, b->stream[0]));
+    CUDA_CHECK(cudaStreamSynchronize(b->stream[0]));
+}
+static void nccl_recv(Bench *b, Side s, size_t n) {
+    NCCL_CHECK(b, b->nccl.recv(s.buf, n, NCCL_INT8, b->peer, b->nccl_comm, b->stream[0]));
+    CUDA_CHECK(cudaStreamSynchronize(b->stream[0]));
+}
+static void nccl_send_window(Bench *b, Side s, size_t n, int w) {
+    for (int i = 0; i < w; i++) NCCL_CHECK(b, b->nccl.send(s.buf, n, NCCL_INT8, b->peer, b->nccl_comm, b->stream[0]));
+    CUDA_CHECK(cudaStreamSynchronize(b->stream[0]));
+}
+static void nccl_recv_window(Bench *b, Side s, size_t n, int w) {
+    for (int i = 0; i < w; i++) NCCL_CHECK(b, b->nccl.recv(s.buf, n, NCCL_INT8, b->peer, b->nccl_comm, b->stream[0]));
+    CUDA_CHECK(cudaStreamSynchronize(b->stream[0]));
+}
+
+/* ------------------------------------------------------------------ cudaMemcpyPeer (rank 0 alone) */
+
+static int peer_setup(Bench *b, char *why, size_t whylen) {
+    int ok = 0;
+    why[0] = '\0';
+    if (b->rank == 0) {
+        if (b->ndev < 2) {
+            snprintf(why, whylen, "rank 0 sees %d CUDA device(s); needs 2", b->ndev);
+        } else {
+            int can = 0;
+            b->peer_dev = (b->device + 1) % b->ndev;
+            CUDA_CHECK(cudaDeviceCanAccessPeer(&can, b->device, b->peer_dev));
+            if (!can) {
+                snprintf(why, whylen, "cudaDeviceCanAccessPeer(%d, %d) = 0", b->device, b->peer_dev);
+            } else {
+                cudaError_t e = cudaDeviceEnablePeerAccess(b->peer_dev, 0);
+                if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
+                    CUDA_CHECK(e);
+                (void)cudaGetLastError(); /* clear the "already enabled" error */
+                CUDA_CHECK(cudaSetDevice(b->peer_dev));
+                CUDA_CHECK(cudaMalloc((void **)&b->peer_buf, b->max_bytes));
+                CUDA_CHECK(cudaSetDevice(b->device));
+                ok = 1;
+            }
+        }
+    }
+    MPI_CHECK(PMPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (!ok && b->rank != 0) snprintf(why, whylen, "not usable on rank 0");
+    return ok;
+}
+
+static void peer_teardown(Bench *b) {
+    if (!b->peer_buf) return;
+    CUDA_CHECK(cudaFree(b->peer_buf));
+    b->peer_buf = NULL;
+    CUDA_CHECK(cudaDeviceDisablePeerAccess(b->peer_dev));
+}
+
+static void peer_copy(Bench *b, Side s, size_t n) {
+    CUDA_CHECK(cudaMemcpyPeerAsync(b->peer_buf, b->peer_dev, s.buf, b->device, n, b->stream[0]));
+    CUDA_CHECK(cudaStreamSynchronize(b->stream[0]));
+}
+static void peer_copy_window(Bench *b, Side s, size_t n, int w) {
+    for (int i = 0; i < w; i++)
+        CUDA_CHECK(cudaMemcpyPeerAsync(b->peer_buf, b->peer_dev, s.buf, b->device, n, b->stream[0]));
+    CUDA_CHECK(cudaStreamSynchronize(b->stream[0]));
+}
+
+/* ------------------------------------------------------------------ raw CUDA IPC pull */
+
+/* Each rank maps the other's send buffer: the receiver pulls on an RTS and answers FIN. */
+static int ipc_setup(Bench *b, char *why, size_t whylen) {
+    cudaIpcMemHandle_t mine, theirs;
+    int ok = 1, all = 0;
+    why[0] = '\0';
+    CUDA_CHECK(cudaIpcGetMemHandle(&mine, b->dev_s));
+    MPI_CHECK(PMPI_Sendrecv(&mine, (int)sizeof mine, MPI_BYTE, b->peer, TAG_HANDLE, &theirs, (int)sizeof theirs,
+                            MPI_BYTE, b->peer, TAG_HANDLE, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    cudaError_t e = cudaIpcOpenMemHandle((void **)&b->ipc_peer_s, theirs, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+        snprintf(why, whylen, "cudaIpcOpenMemHandle: %s", cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        ok = 0;
+    }
+    MPI_CHECK(PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (!all && ok) snprintf(why, whylen, "cudaIpcOpenMemHandle failed on the other rank");
+    return all;
+}
+
+static void ipc_teardown(Bench *b) {
+    if (b->ipc_peer_s) CUDA_CHECK(cudaIpcCloseMemHandle(b->ipc_peer_s));
+    b->ipc_peer_s = NULL;
+    /* the peer must not free or reuse its buffer while it is mapped here */
+    MPI_CHECK(PMPI_Barrier(MPI_COMM_WORLD));
+}
+
+static void ipc_send(Bench *b, Side s, size_t n) {
+    char rts = 1, fin;
+    (void)s, (void)n;
+    MPI_CHECK(PMPI_Send(&rts, 1, MPI_BYTE, b->peer, TAG_RTS, MPI_COMM_WORLD));
+    MPI_CHECK(PMPI_Recv(&fin, 1, MPI_BYTE, b->peer, TAG_FIN, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+}
+static void ipc_recv_window(Bench *b, Side s, size_t n, int w) {
+    char rts, fin = 1;
+    MPI_CHECK(PMPI_Recv(&rts, 1, MPI_BYTE, b->peer, TAG_RTS, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    for (int i = 0; i < w; i++)
+        CUDA_CHECK(cudaMemcpyAsync(s.buf, b->ipc_peer_s, n, cudaMemcpyDeviceToDevice, b->stream[0]));
+    CUDA_CHECK(cudaStreamSynchronize(b->stream[0]));
+    MPI_CHECK(PMPI_Send(&fin, 1, MPI_BYTE, b->peer, TAG_FIN, MPI_COMM_WORLD));
+}
+static void ipc_recv(Bench *b, Side s, size_t n) { ipc_recv_window(b, s, n, 1); }
+static void ipc_send_window(Bench *b, Side s, size_t n, int w) {
+    (void)w;
+    ipc_send(b, s, n);
+}
+
+/* ------------------------------------------------------------------ MPI-ACC */
+
+static int mpiacc_setup(Bench *b, char *why, size_t whylen) {
+    int ok = MPIX_Query_cuda_support(), all = 0;
+    why[0] = '\0';
+    if (!ok) snprintf(why, whylen, "MPIX_Query_cuda_support() returned 0 on rank %d", b->rank);
+    MPI_CHECK(PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (!all && ok) snprintf(why, whylen, "MPIX_Query_cuda_support() returned 0 on the other rank");
+    if (all && b->cuda_type == MPI_DATATYPE_NULL) {
+        MPI_CHECK(MPI_Type_dup(MPI_BYTE, &b->cuda_type));
+        MPI_CHECK(MPI_Type_set_attr(b->cuda_type, MPIX_ACC_BUF_TYPE, (void *)(intptr_t)MPIX_ACC_BUF_CUDA));
+    }
+    return all;
+}
+
+static MPI_Datatype acc_type(const Bench *b, Side s, int tagged) { return tagged && s.dev ? b->cuda_type : MPI_BYTE; }
+
+static void acc_send_impl(Bench *b, Side s, size_t n, int tagged) {
+    MPI_CHECK(MPI_Send(s.buf, (int)n, acc_type(b, s, tagged), b->peer, TAG_DATA, MPI_COMM_WORLD));
+}
+static void acc_recv_impl(Bench *b, Side s, size_t n, int tagged) {
+    MPI_CHECK(MPI_Recv(s.buf, (int)n, acc_type(b, s, tagged), b->peer, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+}
+static void acc_send_window_impl(Bench *b, Side s, size_t n, int w, int tagged) {
+    for (int i = 0; i < w; i++)
+        MPI_CHECK(MPI_Isend(s.buf, (int)n, acc_type(b, s, tagged), b->peer, TAG_DATA, MPI_COMM_WORLD, &b->reqs[i]));
+    MPI_CHECK(MPI_Waitall(w, b->reqs, b->stats));
+}
+static void acc_recv_window_impl(Bench *b, Side s, size_t n, int w, int tagged) {
+    for (int i = 0; i < w; i++)
+        MPI_CHECK(MPI_Irecv(s.buf, (int)n, acc_type(b, s, tagged), b->peer, TAG_DATA, MPI_COMM_WORLD, &b->reqs[i]));
+    MPI_CHECK(MPI_Waitall(w, b->reqs, b->stats));
+}
+static void acc_send(Bench *b, Side s, size_t n) { acc_send_impl(b, s, n, 1); }
+static void acc_recv(Bench *b, Side s, size_t n) { acc_recv_impl(b, s, n, 1); }
+static void acc_send_window(Bench *b, Side s, size_t n, int w) { acc_send_window_impl(b, s, n, w, 1); }
+static void acc_recv_window(Bench *b, Side s, size_t n, int w) { acc_recv_window_impl(b, s, n, w, 1); }
+static void auto_send(Bench *b, Side s, size_t n) { acc_send_impl(b, s, n, 0); }
+static void auto_recv(Bench *b, Side s, size_t n) { acc_recv_impl(b, s, n, 0); }
+static void auto_send_window(Bench *b, Side s, size_t n, int w) { acc_send_window_impl(b, s, n, w, 0); }
+static void auto_recv_window(Bench *b, Side s, size_t n, int w) { acc_recv_window_impl(b, s, n, w, 0); }
+
+static const Config configs[] = {
+    {"mpich-host", DIR_HH, 0, 0, NULL, host_send, host_recv, host_send_window, host_recv_window, NULL},
+    {"staged", DIR_DEV, 0, 0, NULL, staged_send, staged_recv, NULL, NULL, NULL},
+    {"pipeline", DIR_DEV, 0, 0, NULL, pipeline_send, pipeline_recv, NULL, NULL, NULL},
+    {"nccl", DIR_DD, 0, 0, nccl_setup, nccl_send, nccl_recv, nccl_send_window, nccl_recv_window, nccl_teardown},
+    {"memcpy-peer", DIR_DD, 0, 1, peer_setup, peer_copy, NULL, peer_copy_window, NULL, peer_teardown},
+    {"ipc-pull", DIR_DD, 0, 0, ipc_setup, ipc_send, ipc_recv, ipc_send_window, ipc_recv_window, ipc_teardown},
+    {"mpiacc", DIR_DEV, 1, 0, mpiacc_setup, acc_send, acc_recv, acc_send_window, acc_recv_window, NULL},
+    {"mpiacc-auto", DIR_DEV, 1, 0, mpiacc_setup, auto_send, auto_recv, auto_send_window, auto_recv_window, NULL},
+};
+
+/* ------------------------------------------------------------------ measurement */
+
+static void barrier(const Config *c) {
+    if (c->mpiacc) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    else MPI_CHECK(PMPI_Barrier(MPI_COMM_WORLD));
+}
+
+static void ack(Bench *b, const Config *c, int sending) {
+    char byte = 0;
+    if (c->mpiacc) {
+        if (sending) MPI_CHECK(MPI_Send(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD));
+        else MPI_CHECK(MPI_Recv(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    } else {
+        if (sending) MPI_CHECK(PMPI_Send(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD));
+        else MPI_CHECK(PMPI_Recv(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    }
+}
+
+static void do_window(Bench *b, const Config *c, Side s, size_t n, int w, int sending) {
+    if (sending) {
+        if (c->send_window) c->send_window(b, s, n, w);
+        else for (int i = 0; i < w; i++) c->send(b, s, n);
+    } else {
+        if (c->recv_window) c->recv_window(b, s, n, w);
+        else for (int i = 0; i < w; i++) c->recv(b, s, n);
+    }
+}
+
+/* One iteration of the kind measured: a round trip (latency) or a window + ack (bandwidth). */
+static void one_iter(Bench *b, const Config *c, const Dir *d, size_t n, int bw, int w) {
+    Side s = send_side(b, d), r = recv_side(b, d);
+    if (c->rank0_only) {
+        if (b->rank == 0) {
+            if (bw) c->send_window(b, s, n, w);
+            else c->send(b, s, n);
+        }
+        return;
+    }
+    if (bw) {
+        do_window(b, c, b->rank == 0 ? s : r, n, w, b->rank == 0);
+        ack(b, c, b->rank == 1);
+    } else if (b->rank == 0) {
+        c->send(b, s, n);
+        c->recv(b, r, n);
+    } else {
+        c->recv(b, r, n);
+        c->send(b, s, n);
+    }
+}
+
+/* Seconds per iteration. The warm-up iterations are timed on rank 0 to stretch the run to
+ * --min-time; the count is shared so both ranks run the same number. */
+static double timed(Bench *b, const Config *c, const Dir *d, size_t n, int bw, int w, long iters, long *used) {
+    phase(bw ? "bandwidth" : "latency");
+    barrier(c);
+    long warm = iters / 10 < 1 ? 1 : (iters / 10 > 20 ? 20 : iters / 10);
+    double t0 = PMPI_Wtime();
+    for (long i = 0; i < warm; i++) one_iter(b, c, d, n, bw, w);
+    double per = (PMPI_Wtime() - t0) / (double)warm;
+    if (per > 0 && per * (double)iters < b->o.min_time) {
+        double want = b->o.min_time / per + 1;
+        long cap = 10 * (bw ? b->o.bw_iters : b->o.iters);
+        iters = want > (double)cap ? (cap > iters ? cap : iters) : (long)want;
+    }
+    if (!c->rank0_only) MPI_CHECK(PMPI_Bcast(&iters, 1, MPI_LONG, 0, MPI_COMM_WORLD));
+    barrier(c);
+    t0 = PMPI_Wtime();
+    for (long i = 0; i < iters; i++) one_iter(b, c, d, n, bw, w);
+    *used = iters;
+    return (PMPI_Wtime() - t0) / (double)iters;
+}
+
+/* One transfer each way with the receive buffer cleared first; returns the bytes that
+ * differ, summed over both ranks. */
+static long verify(Bench *b, const Config *c, const Dir *d, size_t n) {
+    Side s = send_side(b, d), r = recv_side(b, d);
+    phase("verify");
+    long bad = 0, all = 0;
+    if (c->rank0_only) {
+        if (b->rank == 0) {
+            CUDA_CHECK(cudaMemset(b->peer_buf, 0, n));
+            CUDA_CHECK(cudaDeviceSynchronize());
+            c->send(b, s, n);
+            CUDA_CHECK(cudaMemcpy(b->pinned, b->peer_buf, n, cudaMemcpyDeviceToHost));
+            /* the copy carries rank 0's own pattern */
+            if (memcmp(b->pinned, b->pat_self, n)) {
+                for (size_t i = 0; i < n; i++) bad += ((unsigned char *)b->pinned)[i] != b->pat_self[i];
+                fprintf(stderr, "pt2pt: rank 0: VERIFY FAILED [%s]: %ld of %zu bytes differ\n", g_where, bad, n);
+            }
+        }
+        MPI_CHECK(PMPI_Allreduce(&bad, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+        return all;
+    }
+    clear_side(r, n);
+    barrier(c);
+    if (b->rank == 0) {
+        c->send(b, s, n);
+        c->recv(b, r, n);
+    } else {
+        c->recv(b, r, n);
+        bad += check_side(b, r, n);
+        c->send(b, s, n);
+    }
+    if (b->rank == 0) bad += check_side(b, r, n);
+    MPI_CHECK(PMPI_Allreduce(&bad, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+    return all;
+}
+
+static long scaled(long iters, size_t bytes, long ref, long floor) {
+    long n = (long)bytes <= ref ? iters : (long)((double)iters * (double)ref / (double)bytes);
+    return n < floor ? floor : n;
+}
+
+/* ------------------------------------------------------------------ output */
+
+static const char *config_name(const Bench *b, const Config *c, char *buf, size_t len) {
+    if (c->mpiacc && b->o.label && *b->o.label) snprintf(buf, len, "%s-%s", c->name, b->o.label);
+    else snprintf(buf, len, "%s", c->name);
+    return buf;
+}
+
+static FILE *open_csv(const Options *o, char *path, size_t len) {
+    if (o->csv) {
+        snprintf(path, len, "%s", o->csv);
+    } else {
+        char stamp[32];
+        time_t now = time(NULL);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+        mkdir("bench", 0777);
+        mkdir("bench/results", 0777);
+        snprintf(path, len, "bench/results/pt2pt-%s.csv", stamp);
+    }
+    return fopen(path, "w");
+}
+
+/* The header is written first and every row as it is measured, so that a run cut short
+ * (a hang killed by a time limit, an abort) keeps what it had. */
+static void csv_header(Bench *b, int argc, char **argv, const char *devinfo) {
+    char path[4096], host[256] = "unknown", date[64], lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int liblen;
+    time_t now = time(NULL);
+    b->csv = open_csv(&b->o, path, sizeof path);
+    if (!b->csv) fail("cannot write %s: %s", path, strerror(errno));
+    gethostname(host, sizeof host - 1);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S%z", localtime(&now));
+    PMPI_Get_library_version(lib, &liblen);
+    lib[strcspn(lib, "\n")] = '\0';
+    fprintf(b->csv, "# pt2pt date=%s host=%s command=", date, host);
+    for (int i = 0; i < argc; i++) fprintf(b->csv, "%s%s", i ? " " : "", argv[i]);
+    const char *ipc = getenv("MPIACC_IPC");
+    fprintf(b->csv, "\n# mpi=\"%s\" %s MPIACC_IPC=%s iters=%ld bw_iters=%ld window=%ld bw_bytes=%ld min_time=%g\n", lib,
+            devinfo, ipc ? ipc : "(unset)", b->o.iters, b->o.bw_iters, b->o.window, b->o.bw_bytes, b->o.min_time);
+    fprintf(b->csv, "config,direction,size,lat_us,bw_GBs\n");
+    fflush(b->csv);
+    printf("# csv: %s\n", path);
+}
+
+/* ------------------------------------------------------------------ main */
+
+static int env_is_off(const char *name) {
+    const char *v = getenv(name);
+    return v && (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "off") || !strcasecmp(v, "false"));
+}
+
+static int local_rank_from_env(void) {
+    const char *names[] = {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v) return atoi(v);
+    }
+    return 0;
+}
+
+static void run_config(Bench *b, const Config *c, const Dir *d) {
+    char name[64], why[256] = "";
+    config_name(b, c, name, sizeof name);
+    snprintf(g_where, sizeof g_where, "%s %s", name, d->name);
+    phase("setup");
+    if (c->setup && !c->setup(b, why, sizeof why)) {
+        if (b->rank == 0) {
+            printf("# skipped %s %s: %s\n", name, d->name, why);
+            fprintf(b->csv, "# skipped %s %s: %s\n", name, d->name, why);
+            fflush(stdout);
+            fflush(b->csv);
+        }
+        if (c->mpiacc) b->verify_failures++; /* MPI-ACC unusable on a GPU machine is an error */
+        return;
+    }
+    for (int si = 0; si < b->o.nsizes; si++) {
+        size_t n = (size_t)b->o.sizes[si];
+        if ((long)n < b->o.min_size || (long)n > b->o.max_size) continue;
+        snprintf(g_where, sizeof g_where, "%s %s %zu B", name, d->name, n);
+        long bad = verify(b, c, d, n);
+        b->mismatches += bad;
+        if (bad) b->verify_failures++;
+        int w = (int)b->o.window;
+        if ((long)n * w > b->o.bw_bytes) w = (int)(b->o.bw_bytes / (long)n);
+        if (w < 1) w = 1;
+        long lat_iters, bw_iters;
+        double lat = timed(b, c, d, n, 0, w, scaled(b->o.iters, n, 8192, b->o.min_iters), &lat_iters);
+        double bw_t = timed(b, c, d, n, 1, w, scaled(b->o.bw_iters, (size_t)w * n, 256 << 10, b->o.min_iters),
+                            &bw_iters);
+        /* ping-pong: one way is half a round trip; memcpy-peer times a single copy */
+        double lat_us = lat * 1e6 / (c->rank0_only ? 1.0 : 2.0);
+        double bw_GBs = (double)n * w / bw_t / 1e9;
+        if (b->rank == 0) {
+            printf("%-18s %-5s %10zu %11.2f %10.3f %7ld %7ld %3d  %s\n", name, d->name, n, lat_us, bw_GBs, lat_iters,
+                   bw_iters, w, bad ? "MISMATCH" : "ok");
+            fflush(stdout);
+            fprintf(b->csv, "%s,%s,%zu,%.3f,%.4f\n", name, d->name, n, lat_us, bw_GBs);
+            if (bad) fprintf(b->csv, "# verify %s %s %zu: %ld bytes differ\n", name, d->name, n, bad);
+            fflush(b->csv);
+        }
+    }
+    snprintf(g_where, sizeof g_where, "%s teardown", name);
+    if (c->teardown) c->teardown(b);
+}
+
+int main(int argc, char **argv) {
+    Bench bb, *b = &bb;
+    memset(b, 0, sizeof *b);
+    b->cuda_type = MPI_DATATYPE_NULL;
+
+    /* Pick the device before MPI_Init, so that MPI-ACC's CUDA context lands on it. */
+    cudaError_t count_err = cudaGetDeviceCount(&b->ndev);
+    if (count_err == cudaSuccess && b->ndev > 0) cudaSetDevice(local_rank_from_env() % b->ndev);
+
+    MPI_Init(&argc, &argv);
+    int nranks;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &b->rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    g_rank = b->rank;
+    b->peer = 1 - b->rank;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (!parse_options(argc, argv, &b->o) || nranks != 2) {
+        if (b->rank == 0) {
+            if (nranks != 2) fprintf(stderr, "pt2pt: needs exactly 2 ranks, got %d\n", nranks);
+            usage();
+        }
+        MPI_Finalize();
+        return 2;
+    }
+    if (count_err != cudaSuccess || b->ndev == 0) {
+        fprintf(stderr, "pt2pt: rank %d: no usable CUDA device: cudaGetDeviceCount: %s\n", b->rank,
+                count_err != cudaSuccess ? cudaGetErrorString(count_err) : "0 devices");
+        MPI_Finalize();
+        return 1;
+    }
+    if (!b->o.label) b->o.label = env_is_off("MPIACC_IPC") ? "noipc" : "";
+    b->device = b->rank % b->ndev;
+    CUDA_CHECK(cudaSetDevice(b->device));
+
+    long max = 0;
+    for (int i = 0; i < b->o.nsizes; i++)
+        if (b->o.sizes[i] <= b->o.max_size && b->o.sizes[i] >= b->o.min_size && b->o.sizes[i] > max) max = b->o.sizes[i];
+    if (max == 0) {
+        if (b->rank == 0) fprintf(stderr, "pt2pt: no size in [--min-size, --max-size]\n");
+        MPI_Finalize();
+        return 2;
+    }
+    b->max_bytes = (size_t)max;
+    b->chunk = 256 << 10;
+    b->max_reqs = nchunks(b, b->max_bytes) > MAX_WINDOW ? nchunks(b, b->max_bytes) : MAX_WINDOW;
+    b->reqs = calloc((size_t)b->max_reqs, sizeof *b->reqs);
+    b->stats = calloc((size_t)b->max_reqs, sizeof *b->stats);
+    b->host_s = malloc(b->max_bytes);
+    b->host_r = malloc(b->max_bytes);
+    b->pat_self = malloc(b->max_bytes);
+    b->pat_peer = malloc(b->max_bytes);
+    if (!b->reqs || !b->stats || !b->host_s || !b->host_r || !b->pat_self || !b->pat_peer)
+        fail("cannot allocate host buffers of %zu bytes", b->max_bytes);
+    fill_pattern(b->pat_self, b->max_bytes, b->rank);
+    fill_pattern(b->pat_peer, b->max_bytes, b->peer);
+    memcpy(b->host_s, b->pat_self, b->max_bytes);
+    memset(b->host_r, 0, b->max_bytes); /* fault the pages in before timing */
+    CUDA_CHECK(cudaMalloc((void **)&b->dev_s, b->max_bytes));
+    CUDA_CHECK(cudaMalloc((void **)&b->dev_r, b->max_bytes));
+    CUDA_CHECK(cudaMallocHost((void **)&b->pinned, b->max_bytes));
+    CUDA_CHECK(cudaMemcpy(b->dev_s, b->pat_self, b->max_bytes, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(b->dev_r, 0, b->max_bytes));
+    for (int i = 0; i < 2; i++) CUDA_CHECK(cudaStreamCreateWithFlags(&b->stream[i], cudaStreamNonBlocking));
+    for (int i = 0; i < PIPE_DEPTH; i++) {
+        CUDA_CHECK(cudaMallocHost((void **)&b->slot[i], (size_t)b->chunk));
+        CUDA_CHECK(cudaEventCreateWithFlags(&b->slot_ev[i], cudaEventDisableTiming));
+    }
+    CUDA_CHECK(cudaDeviceSynchronize());
+
+    /* Describe the devices once, for the table and the CSV. */
+    struct cudaDeviceProp prop;
+    char bus[32] = "?", devinfo[1024];
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, b->device));
+    cudaDeviceGetPCIBusId(bus, sizeof bus, b->device);
+    char mine[320], theirs[320];
+    snprintf(mine, sizeof mine, "%s (%s)", prop.name, bus);
+    MPI_CHECK(PMPI_Sendrecv(mine, sizeof mine, MPI_CHAR, b->peer, TAG_HANDLE, theirs, sizeof theirs, MPI_CHAR, b->peer,
+                            TAG_HANDLE, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    snprintf(devinfo, sizeof devinfo, "visible_devices=%d rank0_device=\"%d %s\" rank1_device=\"%d %s\"", b->ndev,
+             b->rank == 0 ? b->device : b->peer % b->ndev, b->rank == 0 ? mine : theirs,
+             b->rank == 1 ? b->device : b->peer % b->ndev, b->rank == 1 ? mine : theirs);
+    if (b->rank == 0) {
+        csv_header(b, argc, argv, devinfo);
+        printf("# pt2pt: 2 ranks, %s\n", devinfo);
+        printf("# one-way latency = round trip / 2 (memcpy-peer: one copy); bandwidth in GB/s (1e9 B/s);"
+               " window <= %ld, window x size <= %ld B\n", b->o.window, b->o.bw_bytes);
+        printf("%-18s %-5s %10s %11s %10s %7s %7s %3s  %s\n", "config", "dir", "size", "lat_us", "bw_GBs", "lat_it",
+               "bw_it", "win", "verify");
+        fflush(stdout);
+    }
+
+    /* Direction by direction, anchors first: a hang in one MPI-ACC path loses the least. */
+    signal(SIGALRM, on_alarm);
+    static const size_t order[] = {3, 0, 1, 2}; /* H->H (plain MPICH) first: it is quick */
+    for (size_t oi = 0; oi < sizeof order / sizeof order[0]; oi++) {
+        size_t di = order[oi];
+        const Dir *d = &dirs[di];
+        if (!in_list(b->o.dirs, d->name) && !in_list(b->o.dirs, d->alias)) continue;
+        for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
+            if ((configs[i].dirs & (1u << di)) && in_list(b->o.configs, configs[i].name)) run_config(b, &configs[i], d);
+    }
+    alarm(0);
+    phase("");
+
+    snprintf(g_where, sizeof g_where, "teardown");
+    if (b->cuda_type != MPI_DATATYPE_NULL) MPI_Type_free(&b->cuda_type);
+    if (b->rank == 0) {
+        if (b->nccl_version) printf("# nccl version %d\n", b->nccl_version);
+        printf("# verify: %ld mismatched bytes, %ld failed checks or unusable MPI-ACC configs\n", b->mismatches,
+               b->verify_failures);
+        fprintf(b->csv, "# verify: %ld mismatched bytes, %ld failed checks or unusable MPI-ACC configs\n",
+                b->mismatches, b->verify_failures);
+        if (fclose(b->csv) != 0) fail("cannot write the CSV: %s", strerror(errno));
+    }
+    int ok = b->verify_failures == 0;
+    MPI_Finalize();
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,817 @@
+/* OpenCL point-to-point: MPI-ACC between cl_mem buffers against its anchors, 2 ranks.
+ *
+ * Each rank opens the OpenCL platform whose name contains $MPIACC_OPENCL_PLATFORM (the
+ * first platform with a device when unset) and its device rank % ndev. For each
+ * configuration, direction and size it measures OSU-style one-way latency (ping-pong;
+ * round trip / 2) and windowed bandwidth (a window of sends, then a one-byte ack).
+ * Directions name the buffer on each side, rank 0 first (D = cl_mem, H = host memory).
+ *
+ * Configurations, direction by direction with the anchors first, so that their rows are
+ * kept (the CSV is written row by row) even when an MPI-ACC path aborts:
+ *   mpich-host  PMPI with host buffers (H->H)
+ *   staged      blocking clEnqueueReadBuffer + PMPI_Send; PMPI_Recv + blocking clEnqueueWriteBuffer
+ *   pipeline    256 KiB chunks: non-blocking reads/writes into pinned slots + PMPI_Isend/Irecv
+ *   mpiacc      MPI_Send/MPI_Recv of the cl_mem through libmpiacc, datatype tagged
+ *               MPIX_ACC_BUF_OPENCL and MPIX_ACC_COMMAND_QUEUE
+ * MPI-ACC reads MPIACC_OPENCL_CACHE_SIZE when it initialises, so "cache off" is a second
+ * process run: MPIACC_OPENCL_CACHE_SIZE=0 bench/pt2pt_opencl --configs mpiacc, whose rows
+ * then read mpiacc-nocache (--label overrides the suffix).
+ *
+ * Every configuration's first transfer each way is checked byte for byte (the receive
+ * buffer is cleared first); mismatches are counted and printed, and make the exit code 1.
+ * A phase (verify, latency, bandwidth of one size) that takes longer than --watchdog
+ * seconds is declared a hang: the program names it on stderr and exits 124.
+ *
+ *   mpiexec -n 2 bench/pt2pt_opencl [--iters N] [--bw-iters N] [--min-iters N] [--window W]
+ *       [--bw-bytes BYTES] [--min-time SEC] [--min-size BYTES] [--max-size BYTES]
+ *       [--sizes LIST|pow2] [--configs LIST] [--dirs LIST] [--label SUFFIX] [--csv FILE]
+ *       [--watchdog SEC]
+ * CSV columns: config,direction,size,lat_us,bw_GBs (GB/s = 1e9 bytes per second).
+ */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <errno.h>
+#include <mpi.h>
+#include <mpiacc.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { TAG_DATA = 21, TAG_ACK = 22, TAG_CHUNK = 23, TAG_INFO = 24 };
+enum { MAX_SIZES = 64, MAX_WINDOW = 64, PIPE_DEPTH = 4 };
+#define MAX_MSG (1L << 30)
+
+/* ------------------------------------------------------------------ errors */
+
+static int g_rank = -1;
+static char g_where[160] = "setup";
+static const char *g_phase = "";  /* verify, latency or bandwidth */
+static unsigned g_watchdog = 120; /* seconds without finishing a phase before a hang is declared */
+
+/* A hang (a lost message, a protocol deadlock) names where it happened and ends the job,
+ * instead of waiting for an outer time limit that says nothing. */
+static void on_alarm(int sig) {
+    char msg[400];
+    int len = snprintf(msg, sizeof msg, "pt2pt_opencl: rank %d: HANG: no progress for %u s in [%s] %s; aborting\n", g_rank,
+                       g_watchdog, g_where, g_phase);
+    (void)sig;
+    if (len > 0 && write(2, msg, (size_t)len) < 0) _exit(124);
+    _exit(124);
+}
+
+static void phase(const char *name) {
+    g_phase = name;
+    if (g_watchdog) alarm(g_watchdog);
+}
+
+static void fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "pt2pt_opencl: rank %d: [%s] %s: ", g_rank, g_where, g_phase);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fflush(stderr);
+    fflush(stdout);
+    PMPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+static const char *cl_error_name(cl_int e) {
+    switch (e) {
+    case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
+    case CL_DEVICE_NOT_AVAILABLE: return "CL_DEVICE_NOT_AVAILABLE";
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+    case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
+    case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
+    case CL_MAP_FAILURE: return "CL_MAP_FAILURE";
+    case CL_INVALID_VALUE: return "CL_INVALID_VALUE";
+    case CL_INVALID_PLATFORM: return "CL_INVALID_PLATFORM";
+    case CL_INVALID_DEVICE: return "CL_INVALID_DEVICE";
+    case CL_INVALID_CONTEXT: return "CL_INVALID_CONTEXT";
+    case CL_INVALID_COMMAND_QUEUE: return "CL_INVALID_COMMAND_QUEUE";
+    case CL_INVALID_MEM_OBJECT: return "CL_INVALID_MEM_OBJECT";
+    case CL_INVALID_EVENT: return "CL_INVALID_EVENT";
+    case CL_INVALID_OPERATION: return "CL_INVALID_OPERATION";
+    case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR (no ICD found)";
+    default: return "(unknown OpenCL error)";
+    }
+}
+
+#define CL_CHECK(call)                                                                                  \
+    do {                                                                                                \
+        cl_int e_ = (call);                                                                             \
+        if (e_ != CL_SUCCESS) fail("%s:%d: %s failed: %d %s", __FILE__, __LINE__, #call, (int)e_, cl_error_name(e_)); \
+    } while (0)
+
+#define MPI_CHECK(call)                                                                                 \
+    do {                                                                                                \
+        int rc_ = (call);                                                                               \
+        if (rc_ != MPI_SUCCESS) {                                                                       \
+            char msg_[MPI_MAX_ERROR_STRING];                                                            \
+            int len_ = 0;                                                                               \
+            if (PMPI_Error_string(rc_, msg_, &len_) != MPI_SUCCESS) snprintf(msg_, sizeof msg_, "?");   \
+            fail("%s:%d: %s failed (%d): %s", __FILE__, __LINE__, #call, rc_, msg_);                    \
+        }                                                                                               \
+    } while (0)
+
+/* ------------------------------------------------------------------ options */
+
+typedef struct {
+    long iters, bw_iters, min_iters, window, bw_bytes, min_size, max_size;
+    double min_time;
+    long sizes[MAX_SIZES];
+    int nsizes;
+    const char *configs, *dirs, *label, *csv;
+} Options;
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: mpiexec -n 2 pt2pt_opencl [--iters N] [--bw-iters N] [--min-iters N] [--window W]\n"
+            "         [--bw-bytes BYTES] [--min-time SEC] [--min-size BYTES] [--max-size BYTES]\n"
+            "         [--sizes LIST|pow2] [--configs LIST] [--dirs LIST] [--label SUFFIX] [--csv FILE]\n"
+            "         [--watchdog SEC]  (abort with a message when one phase takes longer; 0 = off)\n"
+            "  sizes take K, M, G suffixes (powers of 1024); LIST is comma separated\n"
+            "  configs: mpich-host,staged,pipeline,mpiacc; dirs: D->D,D->H,H->D (or DD,DH,HD)\n"
+            "  platform: $MPIACC_OPENCL_PLATFORM (substring of the name), else the first with a device\n");
+}
+
+static int parse_size(const char *text, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text) return 0;
+    if (*end == 'K' || *end == 'k') v <<= 10, end++;
+    else if (*end == 'M' || *end == 'm') v <<= 20, end++;
+    else if (*end == 'G' || *end == 'g') v <<= 30, end++;
+    if (*end && strcmp(end, "B") && strcmp(end, "iB")) return 0;
+    if (v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_sizes(const char *text, Options *o) {
+    if (!strcmp(text, "pow2")) {
+        o->nsizes = 0;
+        for (long s = 1; s <= MAX_MSG && o->nsizes < MAX_SIZES; s *= 2) o->sizes[o->nsizes++] = s;
+        return 1;
+    }
+    char buf[1024];
+    if (strlen(text) >= sizeof buf) return 0;
+    strcpy(buf, text);
+    o->nsizes = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (o->nsizes == MAX_SIZES || !parse_size(tok, 1, MAX_MSG, &o->sizes[o->nsizes])) return 0;
+        o->nsizes++;
+    }
+    return o->nsizes > 0;
+}
+
+static int parse_options(int argc, char **argv, Options *o) {
+    *o = (Options){.iters = 1000, .bw_iters = 100, .min_iters = 3, .window = 32, .bw_bytes = 256L << 20,
+                   .min_size = 1, .max_size = 64L << 20, .min_time = 0.02};
+    parse_sizes("8,64,256,1K,4K,16K,64K,256K,1M,4M,16M,64M", o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok;
+        if (!v) return 0;
+        if (!strcmp(a, "--iters")) ok = parse_size(v, 1, 100000000, &o->iters);
+        else if (!strcmp(a, "--bw-iters")) ok = parse_size(v, 1, 100000000, &o->bw_iters);
+        else if (!strcmp(a, "--min-iters")) ok = parse_size(v, 1, 1000000, &o->min_iters);
+        else if (!strcmp(a, "--window")) ok = parse_size(v, 1, MAX_WINDOW, &o->window);
+        else if (!strcmp(a, "--bw-bytes")) ok = parse_size(v, 1, 1L << 40, &o->bw_bytes);
+        else if (!strcmp(a, "--min-size")) ok = parse_size(v, 1, MAX_MSG, &o->min_size);
+        else if (!strcmp(a, "--max-size")) ok = parse_size(v, 1, MAX_MSG, &o->max_size);
+        else if (!strcmp(a, "--sizes")) ok = parse_sizes(v, o);
+        else if (!strcmp(a, "--configs")) ok = (o->configs = v) != NULL;
+        else if (!strcmp(a, "--dirs")) ok = (o->dirs = v) != NULL;
+        else if (!strcmp(a, "--label")) ok = (o->label = v) != NULL;
+        else if (!strcmp(a, "--csv")) ok = (o->csv = v) != NULL;
+        else if (!strcmp(a, "--watchdog")) {
+            long sec;
+            ok = parse_size(v, 0, 86400, &sec);
+            g_watchdog = (unsigned)sec;
+        }
+        else if (!strcmp(a, "--min-time")) {
+            char *end;
+            o->min_time = strtod(v, &end);
+            ok = end != v && !*end && o->min_time >= 0 && o->min_time < 100;
+        } else ok = 0;
+        if (!ok) {
+            fprintf(stderr, "pt2pt_opencl: bad option %s %s\n", a, v);
+            return 0;
+        }
+        i++;
+    }
+    return 1;
+}
+
+static int in_list(const char *list, const char *name) {
+    if (!list) return 1;
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ state */
+
+typedef struct {
+    const char *name, *alias;
+    int src_dev, dst_dev; /* rank 0's buffer, rank 1's buffer: 1 = cl_mem */
+} Dir;
+
+static const Dir dirs[] = {{"D->D", "DD", 1, 1}, {"D->H", "DH", 1, 0}, {"H->D", "HD", 0, 1}, {"H->H", "HH", 0, 0}};
+enum { DIR_DD = 1, DIR_DH = 2, DIR_HD = 4, DIR_HH = 8, DIR_DEV = DIR_DD | DIR_DH | DIR_HD };
+
+typedef struct {
+    Options o;
+    int rank, peer;
+    size_t max_bytes;
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context ctx;
+    cl_command_queue queue;
+    char platform_name[256], device_name[256];
+    cl_mem dev_s, dev_r;
+    char *host_s, *host_r;
+    cl_mem pinned_mem, slots_mem; /* CL_MEM_ALLOC_HOST_PTR buffers, kept mapped: pinned host memory */
+    char *pinned;                 /* staging for "staged"; also the check buffer */
+    char *slot[PIPE_DEPTH];
+    cl_event slot_ev[PIPE_DEPTH];
+    long chunk;
+    unsigned char *pat_self, *pat_peer;
+    MPI_Request *reqs;
+    MPI_Status *stats; /* not MPI_STATUSES_IGNORE: GCC 12 misreads MPICH's constant (-Wstringop-overflow) */
+    long max_reqs;
+    MPI_Datatype cl_type;
+    long mismatches, verify_failures;
+    FILE *csv;
+} Bench;
+
+/* A buffer on one side: a cl_mem (dev) or host memory. */
+typedef struct {
+    cl_mem mem;
+    char *host;
+    int dev;
+} Side;
+
+typedef struct {
+    const char *name;
+    unsigned dirs;
+    int mpiacc;
+    int (*setup)(Bench *, char *why, size_t whylen);
+    void (*send)(Bench *, Side, size_t);
+    void (*recv)(Bench *, Side, size_t);
+    void (*send_window)(Bench *, Side, size_t, int);
+    void (*recv_window)(Bench *, Side, size_t, int);
+} Config;
+
+/* ------------------------------------------------------------------ data pattern and checks */
+
+static void fill_pattern(unsigned char *p, size_t n, int rank) {
+    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(((i * 131u) + (i >> 9) * 7u + (size_t)rank * 17u) % 251u + 1u);
+}
+
+static long count_mismatches(const Bench *b, const unsigned char *got, size_t n, const char *what) {
+    if (!memcmp(got, b->pat_peer, n)) return 0;
+    long bad = 0;
+    size_t first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != b->pat_peer[i] && bad++ == 0) first = i;
+    fprintf(stderr, "pt2pt_opencl: rank %d: VERIFY FAILED [%s] %s: %ld of %zu bytes differ (first at offset %zu: got 0x%02x, want 0x%02x)\n",
+            b->rank, g_where, what, bad, n, first, got[first], b->pat_peer[first]);
+    return bad;
+}
+
+static long check_side(Bench *b, Side s, size_t n) {
+    const unsigned char *got = (const unsigned char *)s.host;
+    if (s.dev) {
+        CL_CHECK(clEnqueueReadBuffer(b->queue, s.mem, CL_TRUE, 0, n, b->pinned, 0, NULL, NULL));
+        got = (const unsigned char *)b->pinned;
+    }
+    return count_mismatches(b, got, n, s.dev ? "cl_mem receive buffer" : "host receive buffer");
+}
+
+static void clear_side(Bench *b, Side s, size_t n) {
+    if (s.dev) {
+        cl_uchar zero = 0;
+        CL_CHECK(clEnqueueFillBuffer(b->queue, s.mem, &zero, 1, 0, n, 0, NULL, NULL));
+        CL_CHECK(clFinish(b->queue));
+    } else {
+        memset(s.host, 0, n);
+    }
+}
+
+static Side send_side(const Bench *b, const Dir *d) {
+    int dev = b->rank == 0 ? d->src_dev : d->dst_dev;
+    return (Side){b->dev_s, b->host_s, dev};
+}
+
+static Side recv_side(const Bench *b, const Dir *d) {
+    int dev = b->rank == 0 ? d->src_dev : d->dst_dev;
+    return (Side){b->dev_r, b->host_r, dev};
+}
+
+/* ------------------------------------------------------------------ plain MPICH (PMPI) */
+
+static void host_send(Bench *b, Side s, size_t n) {
+    MPI_CHECK(PMPI_Send(s.host, (int)n, MPI_BYTE, b->peer, TAG_DATA, MPI_COMM_WORLD));
+}
+static void host_recv(Bench *b, Side s, size_t n) {
+    MPI_CHECK(PMPI_Recv(s.host, (int)n, MPI_BYTE, b->peer, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+}
+static void host_send_window(Bench *b, Side s, size_t n, int w) {
+    for (int i = 0; i < w; i++) MPI_CHECK(PMPI_Isend(s.host, (int)n, MPI_BYTE, b->peer, TAG_DATA, MPI_COMM_WORLD, &b->reqs[i]));
+    MPI_CHECK(PMPI_Waitall(w, b->reqs, b->stats));
+}
+static void host_recv_window(Bench *b, Side s, size_t n, int w) {
+    for (int i = 0; i < w; i++) MPI_CHECK(PMPI_Irecv(s.host, (int)n, MPI_BYTE, b->peer, TAG_DATA, MPI_COMM_WORLD, &b->reqs[i]));
+    MPI_CHECK(PMPI_Waitall(w, b->reqs, b->stats));
+}
+
+/* ------------------------------------------------------------------ manual blocking staging */
+
+static void staged_send(Bench *b, Side s, size_t n) {
+    const void *src = s.host;
+    if (s.dev) {
+        CL_CHECK(clEnqueueReadBuffer(b->queue, s.mem, CL_TRUE, 0, n, b->pinned, 0, NULL, NULL));
+        src = b->pinned;
+    }
+    MPI_CHECK(PMPI_Send(src, (int)n, MPI_BYTE, b->peer, TAG_DATA, MPI_COMM_WORLD));
+}
+static void staged_recv(Bench *b, Side s, size_t n) {
+    MPI_CHECK(PMPI_Recv(s.dev ? b->pinned : s.host, (int)n, MPI_BYTE, b->peer, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    if (s.dev) CL_CHECK(clEnqueueWriteBuffer(b->queue, s.mem, CL_TRUE, 0, n, b->pinned, 0, NULL, NULL));
+}
+
+/* ------------------------------------------------------------------ manual chunk pipeline */
+
+static size_t chunk_len(const Bench *b, size_t n, long k) {
+    size_t off = (size_t)k * (size_t)b->chunk;
+    return n - off < (size_t)b->chunk ? n - off : (size_t)b->chunk;
+}
+
+static long nchunks(const Bench *b, size_t n) { return (long)((n + (size_t)b->chunk - 1) / (size_t)b->chunk); }
+
+static void wait_slot(Bench *b, int slot) {
+    if (!b->slot_ev[slot]) return;
+    CL_CHECK(clWaitForEvents(1, &b->slot_ev[slot]));
+    CL_CHECK(clReleaseEvent(b->slot_ev[slot]));
+    b->slot_ev[slot] = NULL;
+}
+
+/* Reads of the next chunks run while earlier chunks are on the wire: PIPE_DEPTH pinned
+ * slots; a slot is reused once its send has completed. */
+static void pipeline_send(Bench *b, Side s, size_t n) {
+    long nc = nchunks(b, n);
+    if (!s.dev) {
+        for (long k = 0; k < nc; k++)
+            MPI_CHECK(PMPI_Isend(s.host + (size_t)k * (size_t)b->chunk, (int)chunk_len(b, n, k), MPI_BYTE, b->peer,
+                                 TAG_CHUNK, MPI_COMM_WORLD, &b->reqs[k]));
+        MPI_CHECK(PMPI_Waitall((int)nc, b->reqs, b->stats));
+        return;
+    }
+    MPI_Request req[PIPE_DEPTH];
+    for (int i = 0; i < PIPE_DEPTH; i++) req[i] = MPI_REQUEST_NULL;
+    long copied = 0;
+    for (long k = 0; k < nc; k++) {
+        while (copied < nc && copied - k < PIPE_DEPTH) {
+            int slot = (int)(copied % PIPE_DEPTH);
+            MPI_CHECK(PMPI_Wait(&req[slot], MPI_STATUS_IGNORE));
+            CL_CHECK(clEnqueueReadBuffer(b->queue, s.mem, CL_FALSE, (size_t)copied * (size_t)b->chunk,
+                                         chunk_len(b, n, copied), b->slot[slot], 0, NULL, &b->slot_ev[slot]));
+            copied++;
+        }
+        CL_CHECK(clFlush(b->queue));
+        int slot = (int)(k % PIPE_DEPTH);
+        wait_slot(b, slot);
+        MPI_CHECK(PMPI_Isend(b->slot[slot], (int)chunk_len(b, n, k), MPI_BYTE, b->peer, TAG_CHUNK, MPI_COMM_WORLD,
+                             &req[slot]));
+    }
+    MPI_CHECK(PMPI_Waitall(PIPE_DEPTH, req, b->stats));
+}
+
+static void pipeline_recv(Bench *b, Side s, size_t n) {
+    long nc = nchunks(b, n);
+    if (!s.dev) {
+        for (long k = 0; k < nc; k++)
+            MPI_CHECK(PMPI_Irecv(s.host + (size_t)k * (size_t)b->chunk, (int)chunk_len(b, n, k), MPI_BYTE, b->peer,
+                                 TAG_CHUNK, MPI_COMM_WORLD, &b->reqs[k]));
+        MPI_CHECK(PMPI_Waitall((int)nc, b->reqs, b->stats));
+        return;
+    }
+    MPI_Request req[PIPE_DEPTH];
+    for (long k = 0; k < PIPE_DEPTH; k++) req[k] = MPI_REQUEST_NULL;
+    for (long k = 0; k < nc && k < PIPE_DEPTH; k++)
+        MPI_CHECK(PMPI_Irecv(b->slot[k], (int)chunk_len(b, n, k), MPI_BYTE, b->peer, TAG_CHUNK, MPI_COMM_WORLD, &req[k]));
+    for (long k = 0; k < nc; k++) {
+        int slot = (int)(k % PIPE_DEPTH);
+        MPI_CHECK(PMPI_Wait(&req[slot], MPI_STATUS_IGNORE));
+        CL_CHECK(clEnqueueWriteBuffer(b->queue, s.mem, CL_FALSE, (size_t)k * (size_t)b->chunk, chunk_len(b, n, k),
+                                      b->slot[slot], 0, NULL, &b->slot_ev[slot]));
+        CL_CHECK(clFlush(b->queue));
+        /* Repost the previous chunk's slot, whose write has had a chunk's time to finish. */
+        long next = k - 1 + PIPE_DEPTH;
+        if (k >= 1 && next < nc) {
+            int prev = (int)((k - 1) % PIPE_DEPTH);
+            wait_slot(b, prev);
+            MPI_CHECK(PMPI_Irecv(b->slot[prev], (int)chunk_len(b, n, next), MPI_BYTE, b->peer, TAG_CHUNK,
+                                 MPI_COMM_WORLD, &req[prev]));
+        }
+    }
+    CL_CHECK(clFinish(b->queue));
+    for (int i = 0; i < PIPE_DEPTH; i++) wait_slot(b, i);
+}
+
+/* ------------------------------------------------------------------ MPI-ACC */
+
+static int mpiacc_setup(Bench *b, char *why, size_t whylen) {
+    int ok = MPIX_Query_opencl_support(), all = 0;
+    why[0] = '\0';
+    if (!ok) snprintf(why, whylen, "MPIX_Query_opencl_support() returned 0 on rank %d", b->rank);
+    MPI_CHECK(PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (!all && ok) snprintf(why, whylen, "MPIX_Query_opencl_support() returned 0 on the other rank");
+    if (all && b->cl_type == MPI_DATATYPE_NULL) {
+        MPI_CHECK(MPI_Type_dup(MPI_BYTE, &b->cl_type));
+        MPI_CHECK(MPI_Type_set_attr(b->cl_type, MPIX_ACC_BUF_TYPE, (void *)(intptr_t)MPIX_ACC_BUF_OPENCL));
+        MPI_CHECK(MPI_Type_set_attr(b->cl_type, MPIX_ACC_COMMAND_QUEUE, (void *)b->queue));
+    }
+    return all;
+}
+
+static void *acc_buf(Side s) { return s.dev ? (void *)s.mem : (void *)s.host; }
+static MPI_Datatype acc_type(const Bench *b, Side s) { return s.dev ? b->cl_type : MPI_BYTE; }
+
+static void acc_send(Bench *b, Side s, size_t n) {
+    MPI_CHECK(MPI_Send(acc_buf(s), (int)n, acc_type(b, s), b->peer, TAG_DATA, MPI_COMM_WORLD));
+}
+static void acc_recv(Bench *b, Side s, size_t n) {
+    MPI_CHECK(MPI_Recv(acc_buf(s), (int)n, acc_type(b, s), b->peer, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+}
+static void acc_send_window(Bench *b, Side s, size_t n, int w) {
+    for (int i = 0; i < w; i++)
+        MPI_CHECK(MPI_Isend(acc_buf(s), (int)n, acc_type(b, s), b->peer, TAG_DATA, MPI_COMM_WORLD, &b->reqs[i]));
+    MPI_CHECK(MPI_Waitall(w, b->reqs, b->stats));
+}
+static void acc_recv_window(Bench *b, Side s, size_t n, int w) {
+    for (int i = 0; i < w; i++)
+        MPI_CHECK(MPI_Irecv(acc_buf(s), (int)n, acc_type(b, s), b->peer, TAG_DATA, MPI_COMM_WORLD, &b->reqs[i]));
+    MPI_CHECK(MPI_Waitall(w, b->reqs, b->stats));
+}
+
+static const Config configs[] = {
+    {"mpich-host", DIR_HH, 0, NULL, host_send, host_recv, host_send_window, host_recv_window},
+    {"staged", DIR_DEV, 0, NULL, staged_send, staged_recv, NULL, NULL},
+    {"pipeline", DIR_DEV, 0, NULL, pipeline_send, pipeline_recv, NULL, NULL},
+    {"mpiacc", DIR_DEV, 1, mpiacc_setup, acc_send, acc_recv, acc_send_window, acc_recv_window},
+};
+
+/* ------------------------------------------------------------------ measurement */
+
+static void barrier(const Config *c) {
+    if (c->mpiacc) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    else MPI_CHECK(PMPI_Barrier(MPI_COMM_WORLD));
+}
+
+static void ack(Bench *b, const Config *c, int sending) {
+    char byte = 0;
+    if (c->mpiacc) {
+        if (sending) MPI_CHECK(MPI_Send(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD));
+        else MPI_CHECK(MPI_Recv(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    } else {
+        if (sending) MPI_CHECK(PMPI_Send(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD));
+        else MPI_CHECK(PMPI_Recv(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    }
+}
+
+static void one_iter(Bench *b, const Config *c, const Dir *d, size_t n, int bw, int w) {
+    Side s = send_side(b, d), r = recv_side(b, d);
+    if (bw) {
+        if (b->rank == 0) {
+            if (c->send_window) c->send_window(b, s, n, w);
+            else for (int i = 0; i < w; i++) c->send(b, s, n);
+        } else {
+            if (c->recv_window) c->recv_window(b, r, n, w);
+            else for (int i = 0; i < w; i++) c->recv(b, r, n);
+        }
+        ack(b, c, b->rank == 1);
+    } else if (b->rank == 0) {
+        c->send(b, s, n);
+        c->recv(b, r, n);
+    } else {
+        c->recv(b, r, n);
+        c->send(b, s, n);
+    }
+}
+
+/* Seconds per iteration; warm-up iterations are timed on rank 0 to stretch the run to
+ * --min-time, and the count is shared so both ranks run the same number. */
+static double timed(Bench *b, const Config *c, const Dir *d, size_t n, int bw, int w, long iters, long *used) {
+    phase(bw ? "bandwidth" : "latency");
+    barrier(c);
+    long warm = iters / 10 < 1 ? 1 : (iters / 10 > 20 ? 20 : iters / 10);
+    double t0 = PMPI_Wtime();
+    for (long i = 0; i < warm; i++) one_iter(b, c, d, n, bw, w);
+    double per = (PMPI_Wtime() - t0) / (double)warm;
+    if (per > 0 && per * (double)iters < b->o.min_time) {
+        double want = b->o.min_time / per + 1;
+        long cap = 10 * (bw ? b->o.bw_iters : b->o.iters);
+        iters = want > (double)cap ? (cap > iters ? cap : iters) : (long)want;
+    }
+    MPI_CHECK(PMPI_Bcast(&iters, 1, MPI_LONG, 0, MPI_COMM_WORLD));
+    barrier(c);
+    t0 = PMPI_Wtime();
+    for (long i = 0; i < iters; i++) one_iter(b, c, d, n, bw, w);
+    *used = iters;
+    return (PMPI_Wtime() - t0) / (double)iters;
+}
+
+static long verify(Bench *b, const Config *c, const Dir *d, size_t n) {
+    Side s = send_side(b, d), r = recv_side(b, d);
+    phase("verify");
+    long bad = 0, all = 0;
+    clear_side(b, r, n);
+    barrier(c);
+    if (b->rank == 0) {
+        c->send(b, s, n);
+        c->recv(b, r, n);
+        bad += check_side(b, r, n);
+    } else {
+        c->recv(b, r, n);
+        bad += check_side(b, r, n);
+        c->send(b, s, n);
+    }
+    MPI_CHECK(PMPI_Allreduce(&bad, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+    return all;
+}
+
+static long scaled(long iters, size_t bytes, long ref, long floor) {
+    long n = (long)bytes <= ref ? iters : (long)((double)iters * (double)ref / (double)bytes);
+    return n < floor ? floor : n;
+}
+
+/* ------------------------------------------------------------------ output */
+
+static FILE *open_csv(const Options *o, char *path, size_t len) {
+    if (o->csv) {
+        snprintf(path, len, "%s", o->csv);
+    } else {
+        char stamp[32];
+        time_t now = time(NULL);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+        mkdir("bench", 0777);
+        mkdir("bench/results", 0777);
+        snprintf(path, len, "bench/results/pt2pt_opencl-%s.csv", stamp);
+    }
+    return fopen(path, "w");
+}
+
+static void csv_header(Bench *b, int argc, char **argv) {
+    char path[4096], host[256] = "unknown", date[64], lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int liblen;
+    time_t now = time(NULL);
+    b->csv = open_csv(&b->o, path, sizeof path);
+    if (!b->csv) fail("cannot write %s: %s", path, strerror(errno));
+    gethostname(host, sizeof host - 1);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S%z", localtime(&now));
+    PMPI_Get_library_version(lib, &liblen);
+    lib[strcspn(lib, "\n")] = '\0';
+    fprintf(b->csv, "# pt2pt_opencl date=%s host=%s command=", date, host);
+    for (int i = 0; i < argc; i++) fprintf(b->csv, "%s%s", i ? " " : "", argv[i]);
+    const char *cache = getenv("MPIACC_OPENCL_CACHE_SIZE");
+    fprintf(b->csv, "\n# mpi=\"%s\" platform=\"%s\" device=\"%s\" MPIACC_OPENCL_CACHE_SIZE=%s iters=%ld bw_iters=%ld window=%ld bw_bytes=%ld min_time=%g\n",
+            lib, b->platform_name, b->device_name, cache ? cache : "(unset)", b->o.iters, b->o.bw_iters, b->o.window,
+            b->o.bw_bytes, b->o.min_time);
+    fprintf(b->csv, "config,direction,size,lat_us,bw_GBs\n");
+    fflush(b->csv);
+    printf("# csv: %s\n", path);
+}
+
+/* ------------------------------------------------------------------ OpenCL setup */
+
+/* The platform named by $MPIACC_OPENCL_PLATFORM (a substring, as MPI-ACC matches it), or
+ * the first with a device; then device rank % ndev. Returns 0 with a reason. */
+static int open_device(Bench *b, char *why, size_t whylen) {
+    cl_uint np = 0;
+    cl_int e = clGetPlatformIDs(0, NULL, &np);
+    if (e != CL_SUCCESS || np == 0) {
+        snprintf(why, whylen, "no OpenCL platform (clGetPlatformIDs: %d %s)", (int)e, cl_error_name(e));
+        return 0;
+    }
+    cl_platform_id *plats = calloc(np, sizeof *plats);
+    if (!plats) fail("out of memory");
+    CL_CHECK(clGetPlatformIDs(np, plats, NULL));
+    const char *want = getenv("MPIACC_OPENCL_PLATFORM");
+    int found = 0;
+    why[0] = '\0';
+    for (cl_uint i = 0; i < np && !found; i++) {
+        char name[256] = "";
+        cl_uint nd = 0;
+        clGetPlatformInfo(plats[i], CL_PLATFORM_NAME, sizeof name - 1, name, NULL);
+        if (want && *want && !strstr(name, want)) continue;
+        if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS || nd == 0) continue;
+        cl_device_id *devs = calloc(nd, sizeof *devs);
+        if (!devs) fail("out of memory");
+        CL_CHECK(clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, nd, devs, NULL));
+        b->platform = plats[i];
+        b->device = devs[(cl_uint)b->rank % nd];
+        snprintf(b->platform_name, sizeof b->platform_name, "%s", name);
+        free(devs);
+        found = 1;
+    }
+    free(plats);
+    if (!found) {
+        snprintf(why, whylen, "no OpenCL platform with a device%s%s%s", want && *want ? " whose name contains \"" : "",
+                 want && *want ? want : "", want && *want ? "\" (MPIACC_OPENCL_PLATFORM)" : "");
+        return 0;
+    }
+    clGetDeviceInfo(b->device, CL_DEVICE_NAME, sizeof b->device_name - 1, b->device_name, NULL);
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)b->platform, 0};
+    b->ctx = clCreateContext(props, 1, &b->device, NULL, NULL, &e);
+    CL_CHECK(e);
+    b->queue = clCreateCommandQueue(b->ctx, b->device, 0, &e);
+    CL_CHECK(e);
+    return 1;
+}
+
+static char *map_pinned(Bench *b, cl_mem *mem, size_t n) {
+    cl_int e;
+    *mem = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, n, NULL, &e);
+    CL_CHECK(e);
+    char *p = clEnqueueMapBuffer(b->queue, *mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, n, 0, NULL, NULL, &e);
+    CL_CHECK(e);
+    return p;
+}
+
+/* ------------------------------------------------------------------ main */
+
+static void run_config(Bench *b, const Config *c, const Dir *d) {
+    char name[64], why[256] = "";
+    if (c->mpiacc && b->o.label && *b->o.label) snprintf(name, sizeof name, "%s-%s", c->name, b->o.label);
+    else snprintf(name, sizeof name, "%s", c->name);
+    snprintf(g_where, sizeof g_where, "%s %s", name, d->name);
+    phase("setup");
+    if (c->setup && !c->setup(b, why, sizeof why)) {
+        if (b->rank == 0) {
+            printf("# skipped %s %s: %s\n", name, d->name, why);
+            fprintf(b->csv, "# skipped %s %s: %s\n", name, d->name, why);
+            fflush(stdout);
+            fflush(b->csv);
+        }
+        if (c->mpiacc) b->verify_failures++;
+        return;
+    }
+    for (int si = 0; si < b->o.nsizes; si++) {
+        size_t n = (size_t)b->o.sizes[si];
+        if ((long)n < b->o.min_size || (long)n > b->o.max_size) continue;
+        snprintf(g_where, sizeof g_where, "%s %s %zu B", name, d->name, n);
+        long bad = verify(b, c, d, n);
+        b->mismatches += bad;
+        if (bad) b->verify_failures++;
+        int w = (int)b->o.window;
+        if ((long)n * w > b->o.bw_bytes) w = (int)(b->o.bw_bytes / (long)n);
+        if (w < 1) w = 1;
+        long lat_iters, bw_iters;
+        double lat = timed(b, c, d, n, 0, w, scaled(b->o.iters, n, 8192, b->o.min_iters), &lat_iters);
+        double bw_t = timed(b, c, d, n, 1, w, scaled(b->o.bw_iters, (size_t)w * n, 256 << 10, b->o.min_iters),
+                            &bw_iters);
+        double lat_us = lat * 1e6 / 2.0, bw_GBs = (double)n * w / bw_t / 1e9;
+        if (b->rank == 0) {
+            printf("%-18s %-5s %10zu %11.2f %10.3f %7ld %7ld %3d  %s\n", name, d->name, n, lat_us, bw_GBs, lat_iters,
+                   bw_iters, w, bad ? "MISMATCH" : "ok");
+            fflush(stdout);
+            fprintf(b->csv, "%s,%s,%zu,%.3f,%.4f\n", name, d->name, n, lat_us, bw_GBs);
+            if (bad) fprintf(b->csv, "# verify %s %s %zu: %ld bytes differ\n", name, d->name, n, bad);
+            fflush(b->csv);
+        }
+    }
+}
+
+static int env_is_zero(const char *name) {
+    const char *v = getenv(name);
+    return v && !strcmp(v, "0");
+}
+
+int main(int argc, char **argv) {
+    Bench bb, *b = &bb;
+    memset(b, 0, sizeof *b);
+    b->cl_type = MPI_DATATYPE_NULL;
+    MPI_Init(&argc, &argv);
+    int nranks;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &b->rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    g_rank = b->rank;
+    b->peer = 1 - b->rank;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (!parse_options(argc, argv, &b->o) || nranks != 2) {
+        if (b->rank == 0) {
+            if (nranks != 2) fprintf(stderr, "pt2pt_opencl: needs exactly 2 ranks, got %d\n", nranks);
+            usage();
+        }
+        MPI_Finalize();
+        return 2;
+    }
+    if (!b->o.label) b->o.label = env_is_zero("MPIACC_OPENCL_CACHE_SIZE") ? "nocache" : "";
+
+    char why[256];
+    int ok = open_device(b, why, sizeof why), all = 0;
+    if (!ok) fprintf(stderr, "pt2pt_opencl: rank %d: %s\n", b->rank, why);
+    MPI_CHECK(PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (!all) {
+        MPI_Finalize();
+        return 1;
+    }
+
+    long max = 0;
+    for (int i = 0; i < b->o.nsizes; i++)
+        if (b->o.sizes[i] <= b->o.max_size && b->o.sizes[i] >= b->o.min_size && b->o.sizes[i] > max) max = b->o.sizes[i];
+    if (max == 0) {
+        if (b->rank == 0) fprintf(stderr, "pt2pt_opencl: no size in [--min-size, --max-size]\n");
+        MPI_Finalize();
+        return 2;
+    }
+    b->max_bytes = (size_t)max;
+    b->chunk = 256 << 10;
+    b->max_reqs = nchunks(b, b->max_bytes) > MAX_WINDOW ? nchunks(b, b->max_bytes) : MAX_WINDOW;
+    b->reqs = calloc((size_t)b->max_reqs, sizeof *b->reqs);
+    b->stats = calloc((size_t)b->max_reqs, sizeof *b->stats);
+    b->host_s = malloc(b->max_bytes);
+    b->host_r = malloc(b->max_bytes);
+    b->pat_self = malloc(b->max_bytes);
+    b->pat_peer = malloc(b->max_bytes);
+    if (!b->reqs || !b->stats || !b->host_s || !b->host_r || !b->pat_self || !b->pat_peer)
+        fail("cannot allocate host buffers of %zu bytes", b->max_bytes);
+    fill_pattern(b->pat_self, b->max_bytes, b->rank);
+    fill_pattern(b->pat_peer, b->max_bytes, b->peer);
+    memcpy(b->host_s, b->pat_self, b->max_bytes);
+    memset(b->host_r, 0, b->max_bytes);
+    cl_int e;
+    b->dev_s = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, b->max_bytes, NULL, &e);
+    CL_CHECK(e);
+    b->dev_r = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, b->max_bytes, NULL, &e);
+    CL_CHECK(e);
+    CL_CHECK(clEnqueueWriteBuffer(b->queue, b->dev_s, CL_TRUE, 0, b->max_bytes, b->pat_self, 0, NULL, NULL));
+    b->pinned = map_pinned(b, &b->pinned_mem, b->max_bytes);
+    char *slots = map_pinned(b, &b->slots_mem, (size_t)PIPE_DEPTH * (size_t)b->chunk);
+    for (int i = 0; i < PIPE_DEPTH; i++) b->slot[i] = slots + (size_t)i * (size_t)b->chunk;
+    CL_CHECK(clFinish(b->queue));
+
+    if (b->rank == 0) {
+        csv_header(b, argc, argv);
+        printf("# pt2pt_opencl: 2 ranks, platform \"%s\", rank 0 device \"%s\"\n", b->platform_name, b->device_name);
+        printf("# one-way latency = round trip / 2; bandwidth in GB/s (1e9 B/s); window <= %ld, window x size <= %ld B\n",
+               b->o.window, b->o.bw_bytes);
+        printf("%-18s %-5s %10s %11s %10s %7s %7s %3s  %s\n", "config", "dir", "size", "lat_us", "bw_GBs", "lat_it",
+               "bw_it", "win", "verify");
+        fflush(stdout);
+    }
+    /* Direction by direction, anchors first: a hang in one MPI-ACC path loses the least. */
+    signal(SIGALRM, on_alarm);
+    static const size_t order[] = {3, 0, 1, 2}; /* H->H (plain MPICH) first: it is quick */
+    for (size_t oi = 0; oi < sizeof order / sizeof order[0]; oi++) {
+        size_t di = order[oi];
+        const Dir *d = &dirs[di];
+        if (!in_list(b->o.dirs, d->name) && !in_list(b->o.dirs, d->alias)) continue;
+        for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
+            if ((configs[i].dirs & (1u << di)) && in_list(b->o.configs, configs[i].name)) run_config(b, &configs[i], d);
+    }
+    alarm(0);
+    phase("");
+
+    snprintf(g_where, sizeof g_where, "teardown");
+    if (b->cl_type != MPI_DATATYPE_NULL) MPI_Type_free(&b->cl_type);
+    if (b->rank == 0) {
+        printf("# verify: %ld mismatched bytes, %ld failed checks or unusable MPI-ACC configs\n", b->mismatches,
+               b->verify_failures);
+        fprintf(b->csv, "# verify: %ld mismatched bytes, %ld failed checks or unusable MPI-ACC configs\n",
+                b->mismatches, b->verify_failures);
+        if (fclose(b->csv) != 0) fail("cannot write the CSV: %s", strerror(errno));
+    }
+    /* MPI-ACC may hold this queue in its cache until MPI_Finalize: release after it. */
+    int ret = b->verify_failures == 0 ? 0 : 1;
+    MPI_Finalize();
+    clEnqueueUnmapMemObject(b->queue, b->pinned_mem, b->pinned, 0, NULL, NULL);
+    clEnqueueUnmapMemObject(b->queue, b->slots_mem, slots, 0, NULL, NULL);
+    clFinish(b->queue);
+    clReleaseMemObject(b->pinned_mem);
+    clReleaseMemObject(b->slots_mem);
+    clReleaseMemObject(b->dev_s);
+    clReleaseMemObject(b->dev_r);
+    clReleaseCommandQueue(b->queue);
+    clReleaseContext(b->ctx);
+    return ret;
+}
