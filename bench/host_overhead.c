@@ -121,8 +121,11 @@ static double latency_us(const Path *p, int rank, char *sbuf, char *rbuf, int si
     return (PMPI_Wtime() - t0) * 1e6 / (2.0 * (double)iters);
 }
 
-/* Bandwidth in GB/s (1e9 bytes) over `iters` windows. As in osu_bw, the window's
- * receives share one buffer: only the time matters here, not the bytes. */
+/* Bandwidth in GB/s (1e9 bytes) over `iters` windows. Unlike osu_bw, each receive of a
+ * window has its own slice of rbuf: concurrently pending receives into the same bytes
+ * are a data race, and MPI-ACC sends such receives through a bounce buffer (an envelope
+ * landing in bytes another pending receive owns could be overwritten before it is read),
+ * which would measure that copy rather than the library's overhead. */
 static double bandwidth_GBs(const Path *p, int rank, char *sbuf, char *rbuf, int size, long iters,
                             long warmup) {
     MPI_Comm comm = MPI_COMM_WORLD;
@@ -137,7 +140,8 @@ static double bandwidth_GBs(const Path *p, int rank, char *sbuf, char *rbuf, int
             p->waitall(WINDOW, reqs, MPI_STATUSES_IGNORE);
             p->recv(&ack, 1, MPI_CHAR, 1, TAG_ACK, comm, MPI_STATUS_IGNORE);
         } else {
-            for (int w = 0; w < WINDOW; w++) p->irecv(rbuf, size, MPI_CHAR, 0, TAG_DATA, comm, &reqs[w]);
+            for (int w = 0; w < WINDOW; w++)
+                p->irecv(rbuf + (size_t)w * (size_t)size, size, MPI_CHAR, 0, TAG_DATA, comm, &reqs[w]);
             p->waitall(WINDOW, reqs, MPI_STATUSES_IGNORE);
             p->send(&ack, 1, MPI_CHAR, 0, TAG_ACK, comm);
         }
@@ -245,14 +249,14 @@ int main(int argc, char **argv) {
         return 2;
     }
 
-    char *sbuf = malloc((size_t)o.max_size), *rbuf = malloc((size_t)o.max_size);
+    char *sbuf = malloc((size_t)o.max_size), *rbuf = malloc((size_t)o.max_size * WINDOW);
     if (!sbuf || !rbuf) {
         fprintf(stderr, "host_overhead: cannot allocate 2 x %ld bytes\n", o.max_size);
         PMPI_Abort(MPI_COMM_WORLD, 1);
         return 1;
     }
     memset(sbuf, 'a' + rank, (size_t)o.max_size); /* fault the pages in before timing */
-    memset(rbuf, 0, (size_t)o.max_size);
+    memset(rbuf, 0, (size_t)o.max_size * WINDOW);
 
     const Path *paths[2] = {&mpich_path, &mpiacc_path};
     Row rows[32];

@@ -250,12 +250,12 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
             return rc;
         }
         char small[kEnvelopeBytes];
-        std::vector<char> large;
+        BounceBuffer large;
         char *bounce = small;
         std::size_t bounce_size = kEnvelopeBytes;
         if (static_cast<std::size_t>(n) > kEnvelopeBytes) {
             bounce_size = std::max(kEnvelopeBytes, std::min<std::size_t>(n, largest_payload(ctx.knobs)));
-            large.resize(bounce_size);
+            large = BounceBuffer(bounce_size);
             bounce = large.data();
         }
         int rc;

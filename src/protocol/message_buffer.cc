@@ -1,4 +1,7 @@
 #include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "core/buffer_desc.h"
 #include "core/context.h"
@@ -41,6 +44,79 @@ TypeRef &TypeRef::operator=(TypeRef &&o) noexcept {
         o.owned_ = false;
     }
     return *this;
+}
+
+namespace {
+
+// Freed bounce buffers of at least kCachedBytes, kept for the next receive; bounded so
+// a burst of large receives does not pin memory forever.
+constexpr std::size_t kCachedBytes = 64u << 10;
+constexpr std::size_t kCacheEntries = 16;
+
+struct BounceCache {
+    std::mutex mutex;
+    std::vector<std::pair<char *, std::size_t>> free;  // (memory, capacity)
+    ~BounceCache() {
+        for (auto &f : free) delete[] f.first;
+    }
+};
+
+BounceCache &bounce_cache() {
+    static BounceCache cache;
+    return cache;
+}
+
+}  // namespace
+
+BounceBuffer::BounceBuffer(std::size_t bytes) : size_(bytes) {
+    if (bytes >= kCachedBytes) {
+        BounceCache &c = bounce_cache();
+        std::lock_guard<std::mutex> lock(c.mutex);
+        for (auto it = c.free.begin(); it != c.free.end(); ++it) {
+            if (it->second >= bytes) {
+                data_ = it->first;
+                capacity_ = it->second;
+                c.free.erase(it);
+                return;
+            }
+        }
+    }
+    data_ = new char[bytes ? bytes : 1];  // uninitialised on purpose
+    capacity_ = bytes;
+}
+
+BounceBuffer::~BounceBuffer() { release(); }
+
+BounceBuffer::BounceBuffer(BounceBuffer &&o) noexcept : data_(o.data_), size_(o.size_), capacity_(o.capacity_) {
+    o.data_ = nullptr;
+    o.size_ = o.capacity_ = 0;
+}
+
+BounceBuffer &BounceBuffer::operator=(BounceBuffer &&o) noexcept {
+    if (this != &o) {
+        release();
+        data_ = o.data_;
+        size_ = o.size_;
+        capacity_ = o.capacity_;
+        o.data_ = nullptr;
+        o.size_ = o.capacity_ = 0;
+    }
+    return *this;
+}
+
+void BounceBuffer::release() {
+    if (!data_) return;
+    if (capacity_ >= kCachedBytes) {
+        BounceCache &c = bounce_cache();
+        std::lock_guard<std::mutex> lock(c.mutex);
+        if (c.free.size() < kCacheEntries) {
+            c.free.emplace_back(data_, capacity_);
+            data_ = nullptr;
+            return;
+        }
+    }
+    delete[] data_;
+    data_ = nullptr;
 }
 
 char *MessageBuffer::contiguous_host() const {

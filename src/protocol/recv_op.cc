@@ -34,7 +34,7 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
         }
     } else {
         std::size_t n = std::min(op->dest_.bytes, largest_payload(ctx.knobs));
-        op->bounce_.resize(std::max(n, kEnvelopeBytes));
+        op->bounce_ = BounceBuffer(std::max(n, kEnvelopeBytes));
         rc = PMPI_Irecv(op->bounce_.data(), static_cast<int>(op->bounce_.size()), MPI_BYTE, source, tag, comm,
                         &op->matching_request_);
     }
@@ -50,7 +50,8 @@ int RecvOp::from_matched(MessageBuffer &&dest, const void *data, std::size_t len
     op->dest_ = std::move(dest);
     op->comm = comm;
     op->call = call;
-    op->bounce_.assign(static_cast<const char *>(data), static_cast<const char *>(data) + len);
+    op->bounce_ = BounceBuffer(len);
+    if (len) std::memcpy(op->bounce_.data(), data, len);
     op->on_matched(st, op->bounce_.data(), len);
     *out = std::move(op);
     return MPI_SUCCESS;

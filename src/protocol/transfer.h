@@ -56,6 +56,30 @@ struct MessageBuffer {
     char *contiguous_host() const;
 };
 
+// Host memory a matching receive lands in before MPI-ACC knows whether it is an
+// envelope or a payload. Not zero-filled (only what arrives is touched), and large ones
+// are reused from a small cache: device receives size it for the largest payload a
+// sender may send (8 MiB by default), and allocating that per receive cost more than
+// the transfers themselves (seen on the H200 machine).
+class BounceBuffer {
+public:
+    BounceBuffer() = default;
+    explicit BounceBuffer(std::size_t bytes);
+    ~BounceBuffer();
+    BounceBuffer(const BounceBuffer &) = delete;
+    BounceBuffer &operator=(const BounceBuffer &) = delete;
+    BounceBuffer(BounceBuffer &&o) noexcept;
+    BounceBuffer &operator=(BounceBuffer &&o) noexcept;
+    char *data() const { return data_; }
+    std::size_t size() const { return size_; }
+
+private:
+    void release();
+    char *data_ = nullptr;
+    std::size_t size_ = 0;
+    std::size_t capacity_ = 0;
+};
+
 enum class SendMode { STANDARD, BUFFERED, SYNCHRONOUS, READY };
 
 struct ChunkState {
@@ -159,7 +183,7 @@ private:
     bool matching_is_user_handle_ = false;  // never free it while the user may hold it
     bool data_in_user_buffer_ = false;      // IN_PLACE: the message landed in dest_.host
     std::uintptr_t in_place_start_ = 0;     // key in Context::in_place_ranges, 0 = none
-    std::vector<char> bounce_;
+    BounceBuffer bounce_;
     std::unique_ptr<Completion> payload_copy_;
     Envelope envelope_{};
     int peer_ = -1;

@@ -141,10 +141,24 @@ TEST(MemtypeCache, pinned_host_memory_is_host) {
     PointerInfo info;
     EXPECT_FALSE(cache.is_cuda(at(kHostA + 64), &info));
     EXPECT_FALSE(cache.is_cuda(at(kHostA + 64), &info));
-    EXPECT_EQ(drv.queries, 1);  // remembered as host
+    EXPECT_EQ(drv.queries, 2);  // pinned memory is not remembered as host
     std::string why;
     ASSERT_TRUE(cache.resolve(at(kHostA + 64), &info, nullptr, &why));
     EXPECT_EQ(info.kind, MemoryKind::HOST_PINNED);
+}
+
+TEST(MemtypeCache, device_allocation_at_a_freed_pinned_address_is_found) {
+    // cudaMallocHost and cudaMalloc share the driver's address range: a freed pinned
+    // buffer's address may come back as device memory (seen on the H200 machine).
+    FakeDriver drv;
+    drv.alloc(kHostA, 1 << 20, 0, MemoryKind::HOST_PINNED);
+    MemtypeCache cache(drv.query());
+    PointerInfo info;
+    EXPECT_FALSE(cache.is_cuda(at(kHostA + 64), &info));
+    drv.release(kHostA);
+    drv.alloc(kHostA, 1 << 20, 0, MemoryKind::DEVICE);
+    ASSERT_TRUE(cache.is_cuda(at(kHostA + 64), &info));
+    EXPECT_EQ(info.kind, MemoryKind::DEVICE);
 }
 
 TEST(MemtypeCache, managed_memory_counts_as_cuda) {

@@ -900,6 +900,16 @@ int CudaAccel::State::capture(void *addr, std::size_t bytes, const BufferAttrs &
     }
     if (attrs.stream) {
         auto stream = static_cast<cudaStream_t>(attrs.stream);
+        // Asked first: other stream queries on a stream under capture invalidate the
+        // user's capture (seen on the H200 machine with CUDA 13).
+        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+        if (quiet(cudaStreamIsCapturing(stream, &capturing)) == cudaSuccess &&
+            capturing != cudaStreamCaptureStatusNone) {
+            *why = format("MPIX_ACC_STREAM %p is being captured into a CUDA graph; MPI-ACC cannot order a transfer "
+                          "after work that has not been launched",
+                          attrs.stream);
+            return MPI_ERR_ARG;
+        }
         int stream_device = -1;
         cudaError_t e = quiet(cudaStreamGetDevice(stream, &stream_device));
         if (e != cudaSuccess) {
@@ -913,14 +923,6 @@ int CudaAccel::State::capture(void *addr, std::size_t bytes, const BufferAttrs &
             return MPI_ERR_ARG;
         }
         device = stream_device;
-        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-        if (quiet(cudaStreamIsCapturing(stream, &capturing)) == cudaSuccess &&
-            capturing != cudaStreamCaptureStatusNone) {
-            *why = format("MPIX_ACC_STREAM %p is being captured into a CUDA graph; MPI-ACC cannot order a transfer "
-                          "after work that has not been launched",
-                          attrs.stream);
-            return MPI_ERR_ARG;
-        }
     }
     if (attrs.event) {
         cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(attrs.event));

@@ -105,7 +105,10 @@ bool MemtypeCache::query_and_remember(const void *addr, PointerInfo *info, std::
     if (fresh.is_cuda()) {
         // A range the driver could not bound is answered but not cached.
         if (fresh.size != 0 && fresh.contains(as_addr(addr))) remember_device(fresh);
-    } else if (remember_host_answer) {
+    } else if (remember_host_answer && fresh.kind == MemoryKind::HOST) {
+        // Only pageable memory is remembered as host. Pinned memory lives in the driver's
+        // own address range, which cudaMalloc reuses once it is freed (seen on the H200
+        // machine: a cudaMallocHost buffer freed, then a cudaMalloc at the same address).
         remember_host(as_addr(addr) >> kGranuleShift);
     }
     *info = fresh;
