@@ -7,7 +7,7 @@ using namespace mpiacc;
 extern "C" {
 
 int MPI_Init(int *argc, char ***argv) {
-    const Knobs &k = context().knobs;
+    const Knobs &k = reload_knobs();
     int provided = MPI_THREAD_SINGLE;
     int rc;
     if (k.async_progress) {
@@ -22,7 +22,7 @@ int MPI_Init(int *argc, char ***argv) {
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
-    const Knobs &k = context().knobs;
+    const Knobs &k = reload_knobs();
     int asked = k.async_progress ? MPI_THREAD_MULTIPLE : required;
     int got = MPI_THREAD_SINGLE;
     int rc = PMPI_Init_thread(argc, argv, asked, &got);

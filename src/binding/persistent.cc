@@ -27,7 +27,7 @@ int send_init_common(const void *buf, int count, MPI_Datatype type, int dest, in
     Context &ctx = context();
     if (!ctx.initialized || dest == MPI_PROC_NULL) return pmpi_send_init(buf, count, type, dest, tag, comm, mode, req);
     long long n = packed_bytes(count, type);
-    if (buffer_is_plain_host(ctx) && host_payload_size(n))
+    if (buffer_is_plain_host(ctx, buf) && host_payload_size(n))
         return pmpi_send_init(buf, count, type, dest, tag, comm, mode, req);
     BufferAttrs attrs;
     std::string why;
@@ -62,7 +62,7 @@ int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int source, int tag, 
     Context &ctx = context();
     if (!ctx.initialized || source == MPI_PROC_NULL || count < 0 || packed_bytes(count, type) < 0)
         return PMPI_Recv_init(buf, count, type, source, tag, comm, req);
-    if (!buffer_is_plain_host(ctx)) {
+    if (!buffer_is_plain_host(ctx, buf)) {
         // Validate now so a bad attribute is reported by the call that carries it.
         BufferAttrs attrs;
         std::string why;

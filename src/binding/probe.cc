@@ -125,7 +125,7 @@ int mrecv_common(void *buf, int count, MPI_Datatype type, MPI_Message *message, 
     }
     BufferAttrs attrs;
     std::string why;
-    if (!buffer_is_plain_host(ctx) && *message != MPI_MESSAGE_NO_PROC) {
+    if (!buffer_is_plain_host(ctx, buf) && *message != MPI_MESSAGE_NO_PROC) {
         int rc = classify_buffer(buf, type, &attrs, &why);
         if (rc != MPI_SUCCESS) return raise_error(MPI_COMM_WORLD, rc, call, why);
     }

@@ -78,6 +78,40 @@ int finish_blocking_op(Op *op, MPI_Status *status) {
     return rc;
 }
 
+// A blocking host receive that landed in a bounce buffer: an envelope starts the
+// rendezvous; a payload is copied out, with MPI_ERR_TRUNCATE when it does not fit.
+int deliver_from_bounce(const char *bounce, MPI_Status st, void *buf, int count, MPI_Datatype type, long long n,
+                        const BufferAttrs &attrs, MPI_Comm comm, const char *call, MPI_Status *status) {
+    std::size_t len = received_bytes(st);
+    if (len == kEnvelopeBytes && looks_like_envelope(bounce, len)) {
+        MessageBuffer mb;
+        std::string why;
+        make_message_buffer(buf, count, type, attrs, &mb, &why);
+        std::unique_ptr<RecvOp> op;
+        {
+            StateLock lock;
+            RecvOp::from_matched(std::move(mb), bounce, len, st, comm, call, &op);
+        }
+        return finish_blocking_op(op.get(), status);
+    }
+    std::size_t take = std::min(len, static_cast<std::size_t>(n));
+    if (take > 0) {
+        if (is_builtin_type(type)) std::memcpy(buf, bounce, take);
+        else unpack_range(bounce, take, buf, count, type, 0);
+    }
+    if (len > static_cast<std::size_t>(n)) {
+        int code = make_error_code(MPI_ERR_TRUNCATE, call,
+                                   format("message of %zu bytes is longer than the receive buffer (%lld bytes)", len,
+                                          n));
+        set_status(&st, st.MPI_SOURCE, st.MPI_TAG, take, code, false);
+        if (status != MPI_STATUS_IGNORE) *status = st;
+        PMPI_Comm_call_errhandler(comm, code);
+        return code;
+    }
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return MPI_SUCCESS;
+}
+
 }  // namespace
 
 int run_to_completion(Op *op) {
@@ -107,7 +141,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
                 const char *call, MPI_Request *request) {
     Context &ctx = context();
     if (!ctx.initialized || dest == MPI_PROC_NULL) return pmpi_send(buf, count, type, dest, tag, comm, mode, request);
-    if (buffer_is_plain_host(ctx) && host_payload_size(packed_bytes(count, type)))
+    if (buffer_is_plain_host(ctx, buf) && host_payload_size(packed_bytes(count, type)))
         return pmpi_send(buf, count, type, dest, tag, comm, mode, request);
 
     BufferAttrs attrs;
@@ -193,6 +227,25 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
         if (request) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
         return PMPI_Recv(buf, count, type, source, tag, comm, status);
     }
+    // The smallest, commonest receive (blocking, builtin type, host memory, shorter than
+    // an envelope, nothing in flight): one bounce on the stack and one copy, no more.
+    if (!request && is_builtin_type(type) && count >= 0 && ctx.stash.empty() && !transfers_in_flight()) {
+        const long long n = static_cast<long long>(count) * static_cast<long long>(builtin_type_size(type));
+        if (n < static_cast<long long>(kEnvelopeBytes) && buffer_is_plain_host(ctx, buf)) {
+            char bounce[kEnvelopeBytes];
+            MPI_Status st;
+            st.MPI_ERROR = MPI_SUCCESS;
+            int rc = PMPI_Recv(bounce, kEnvelopeBytes, MPI_BYTE, source, tag, comm, &st);
+            if (rc != MPI_SUCCESS) return rc;
+            const std::size_t len = received_bytes(st);
+            if (len <= static_cast<std::size_t>(n)) {
+                if (len) std::memcpy(buf, bounce, len);
+                if (status != MPI_STATUS_IGNORE) *status = st;
+                return MPI_SUCCESS;
+            }
+            return deliver_from_bounce(bounce, st, buf, count, type, n, BufferAttrs{}, comm, call, status);
+        }
+    }
     if (!ctx.stash.empty()) {
         std::unique_ptr<StashedEnvelope> s;
         {
@@ -203,7 +256,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     }
     BufferAttrs attrs;
     std::string why;
-    if (!buffer_is_plain_host(ctx)) {
+    if (!buffer_is_plain_host(ctx, buf)) {
         int rc = classify_buffer(buf, type, &attrs, &why);
         if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
     }
@@ -267,33 +320,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
             if (rc == MPI_SUCCESS) rc = wait_mpich_request(&r, &st);
         }
         if (rc != MPI_SUCCESS) return rc;
-        std::size_t len = received_bytes(st);
-        if (len == kEnvelopeBytes && looks_like_envelope(bounce, len)) {
-            MessageBuffer mb;
-            make_message_buffer(buf, count, type, attrs, &mb, &why);
-            std::unique_ptr<RecvOp> op;
-            {
-                StateLock lock;
-                RecvOp::from_matched(std::move(mb), bounce, len, st, comm, call, &op);
-            }
-            return finish_blocking_op(op.get(), status);
-        }
-        std::size_t take = std::min(len, static_cast<std::size_t>(n));
-        if (take > 0) {
-            if (is_builtin_type(type)) std::memcpy(buf, bounce, take);
-            else unpack_range(bounce, take, buf, count, type, 0);
-        }
-        if (len > static_cast<std::size_t>(n)) {
-            int code = make_error_code(MPI_ERR_TRUNCATE, call,
-                                       format("message of %zu bytes is longer than the receive buffer (%lld bytes)",
-                                              len, n));
-            set_status(&st, st.MPI_SOURCE, st.MPI_TAG, take, code, false);
-            if (status != MPI_STATUS_IGNORE) *status = st;
-            PMPI_Comm_call_errhandler(comm, code);
-            return code;
-        }
-        if (status != MPI_STATUS_IGNORE) *status = st;
-        return MPI_SUCCESS;
+        return deliver_from_bounce(bounce, st, buf, count, type, n, attrs, comm, call, status);
     }
 
     MessageBuffer mb;

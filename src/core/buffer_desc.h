@@ -19,10 +19,14 @@ int read_buffer_attrs(MPI_Datatype type, BufferAttrs *attrs, std::string *why);
 // is not built or has no usable device gives MPI_ERR_UNSUPPORTED_OPERATION.
 int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std::string *why);
 
-// The common case, inlined into every binding: no type carries attributes and
-// autodetection is off, so the buffer is host memory and nothing else is looked at.
-inline bool buffer_is_plain_host(const Context &ctx) {
-    return ctx.tagged_type_count.load(std::memory_order_relaxed) == 0 && !ctx.cuda_autodetect_active;
+// The common case, inlined into every binding: no type carries attributes, and either
+// autodetection is off or the memory-kind cache says `buf` is host memory (a few ns: the
+// CUDA-aware convention's cost, DESIGN.md 5). Nothing else is looked at.
+inline bool buffer_is_plain_host(const Context &ctx, const void *buf) {
+    if (ctx.tagged_type_count.load(std::memory_order_relaxed) != 0) return false;
+    if (!ctx.cuda_autodetect_active) return true;
+    int ordinal;
+    return !ctx.cuda_accel->owns_pointer(buf, &ordinal);
 }
 
 // Keyval callbacks: they keep Context::tagged_types exact as types are duplicated,

@@ -44,12 +44,18 @@ void progress_thread_main() {
 
 }  // namespace
 
-Context &context() {
-    static Context *ctx = make_context();
-    return *ctx;
-}
+namespace detail {
+Context *const the_context = make_context();
+}  // namespace detail
 
 const Knobs &knobs() { return context().knobs; }
+
+const Knobs &reload_knobs() {
+    Context &ctx = context();
+    ctx.knob_errors.clear();
+    ctx.knobs = Knobs::from_environment(&ctx.knob_errors);
+    return ctx.knobs;
+}
 
 int initialize_context(int provided_thread_level) {
     Context &ctx = context();
@@ -85,6 +91,7 @@ int initialize_context(int provided_thread_level) {
     if (ctx.knobs.cuda_autodetect && accel_built(BufKind::CUDA)) {
         Accel *cuda = accel_for(BufKind::CUDA);
         ctx.cuda_autodetect_active = cuda && cuda->available();
+        if (ctx.cuda_autodetect_active) ctx.cuda_accel = cuda;
     }
     if (ctx.world_rank == 0)
         for (const std::string &e : ctx.knob_errors) std::fprintf(stderr, "MPI-ACC warning: %s\n", e.c_str());
@@ -131,6 +138,7 @@ void finalize_context() {
     if (ctx.proto_comm != MPI_COMM_NULL) PMPI_Comm_free(&ctx.proto_comm);
     ctx.initialized = false;
     ctx.cuda_autodetect_active = false;
+    ctx.cuda_accel = nullptr;
 }
 
 bool same_node(int world_peer) {

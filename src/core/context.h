@@ -19,6 +19,7 @@
 
 namespace mpiacc {
 
+class Accel;
 class Op;
 class SendOp;
 class RecvOp;
@@ -59,6 +60,7 @@ public:
     std::vector<std::uint64_t> node_ids;  // by world rank: who shares this node
     std::uint64_t next_transfer_id = 1;
     bool cuda_autodetect_active = false;   // knob on and a CUDA device usable
+    Accel *cuda_accel = nullptr;     // set with cuda_autodetect_active
 
     // Datatypes carrying at least one MPI-ACC attribute, with how many. While empty,
     // every call with an untagged type skips attribute lookups altogether.
@@ -95,8 +97,14 @@ public:
     std::uint64_t new_transfer_id() { return next_transfer_id++; }
 };
 
-// The context. Valid between MPI_Init and MPI_Finalize.
-Context &context();
+namespace detail {
+// Made when the library is loaded (knobs are read then), alive for the process.
+extern Context *const the_context;
+}  // namespace detail
+
+// The context. Its knobs are valid from load time; the rest between MPI_Init and
+// MPI_Finalize. Inline: every binding starts here.
+inline Context &context() { return *detail::the_context; }
 
 // Holds the context's mutex when threads may race on MPI-ACC state.
 class StateLock {
@@ -113,6 +121,10 @@ public:
 private:
     Context &ctx_;
 };
+
+// Reads the knobs from the environment again: MPI_Init is when they take effect, so a
+// program may set MPIACC_* before it (the context itself is made at load time).
+const Knobs &reload_knobs();
 
 // Lifecycle, called by the MPI_Init*/MPI_Finalize bindings after/before PMPI.
 int initialize_context(int provided_thread_level);

@@ -77,8 +77,7 @@ bool facts_for(MPI_Datatype type, TypeFacts *out) {
 
 }  // namespace
 
-long long packed_bytes(int count, MPI_Datatype type) {
-    if (is_builtin_type(type)) return static_cast<long long>(count) * builtin_type_size(type);
+long long derived_packed_bytes(int count, MPI_Datatype type) {
     TypeFacts f;
     if (!facts_for(type, &f)) return -1;
     return static_cast<long long>(count) * f.size;

@@ -28,8 +28,13 @@ inline std::size_t builtin_type_size(MPI_Datatype t) {
     return (static_cast<std::uint32_t>(t) & 0x0000ff00u) >> 8;
 }
 
-// Packed bytes of (count, type), fast for builtin types. -1 on an invalid type.
-long long packed_bytes(int count, MPI_Datatype type);
+// Packed bytes of (count, type); -1 on an invalid type. Inline for builtin types: it
+// runs on every host send and receive.
+long long derived_packed_bytes(int count, MPI_Datatype type);
+inline long long packed_bytes(int count, MPI_Datatype type) {
+    if (is_builtin_type(type)) return static_cast<long long>(count) * static_cast<long long>(builtin_type_size(type));
+    return derived_packed_bytes(count, type);
+}
 
 Layout describe_layout(int count, MPI_Datatype type);
 

@@ -85,8 +85,6 @@ BounceBuffer::BounceBuffer(std::size_t bytes) : size_(bytes) {
     capacity_ = bytes;
 }
 
-BounceBuffer::~BounceBuffer() { release(); }
-
 BounceBuffer::BounceBuffer(BounceBuffer &&o) noexcept : data_(o.data_), size_(o.size_), capacity_(o.capacity_) {
     o.data_ = nullptr;
     o.size_ = o.capacity_ = 0;

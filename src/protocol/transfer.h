@@ -65,7 +65,9 @@ class BounceBuffer {
 public:
     BounceBuffer() = default;
     explicit BounceBuffer(std::size_t bytes);
-    ~BounceBuffer();
+    ~BounceBuffer() {
+        if (data_) release();
+    }
     BounceBuffer(const BounceBuffer &) = delete;
     BounceBuffer &operator=(const BounceBuffer &) = delete;
     BounceBuffer(BounceBuffer &&o) noexcept;
