@@ -50,45 +50,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_harness.h"
+
 enum { TAG_DATA = 11, TAG_ACK = 12, TAG_CHUNK = 13, TAG_RTS = 14, TAG_FIN = 15, TAG_HANDLE = 16 };
-enum { MAX_SIZES = 64, MAX_WINDOW = 64, PIPE_DEPTH = 4 };
-#define MAX_MSG (1L << 30)
+enum { PIPE_DEPTH = 4 };
 
 /* ------------------------------------------------------------------ errors */
 
-static int g_rank = -1;
-static char g_where[160] = "setup";
-static const char *g_phase = "";  /* verify, latency or bandwidth */
-static unsigned g_watchdog = 120; /* seconds without finishing a phase before a hang is declared */
-
-/* A hang (a lost message, a protocol deadlock) names where it happened and ends the job,
- * instead of waiting for an outer time limit that says nothing. */
-static void on_alarm(int sig) {
-    char msg[400];
-    int len = snprintf(msg, sizeof msg, "pt2pt: rank %d: HANG: no progress for %u s in [%s] %s; aborting\n", g_rank,
-                       g_watchdog, g_where, g_phase);
-    (void)sig;
-    if (len > 0 && write(2, msg, (size_t)len) < 0) _exit(124);
-    _exit(124);
-}
-
-static void phase(const char *name) {
-    g_phase = name;
-    if (g_watchdog) alarm(g_watchdog);
-} /* what is being measured, for error messages */
-
-static void fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "pt2pt: rank %d: [%s] %s: ", g_rank, g_where, g_phase);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    fflush(stderr);
-    fflush(stdout);
-    PMPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
 
 #define CUDA_CHECK(call)                                                                                \
     do {                                                                                                \
@@ -98,16 +66,6 @@ static void fail(const char *fmt, ...) {
                  cudaGetErrorName(e_));                                                                 \
     } while (0)
 
-#define MPI_CHECK(call)                                                                                 \
-    do {                                                                                                \
-        int rc_ = (call);                                                                               \
-        if (rc_ != MPI_SUCCESS) {                                                                       \
-            char msg_[MPI_MAX_ERROR_STRING];                                                            \
-            int len_ = 0;                                                                               \
-            if (PMPI_Error_string(rc_, msg_, &len_) != MPI_SUCCESS) snprintf(msg_, sizeof msg_, "?");   \
-            fail("%s:%d: %s failed (%d): %s", __FILE__, __LINE__, #call, rc_, msg_);                    \
-        }                                                                                               \
-    } while (0)
 
 /* ------------------------------------------------------------------ NCCL, loaded at run time */
 
@@ -135,14 +93,6 @@ enum { NCCL_INT8 = 0 };
 
 /* ------------------------------------------------------------------ options */
 
-typedef struct {
-    long iters, bw_iters, min_iters, window, bw_bytes, min_size, max_size;
-    double min_time;
-    long sizes[MAX_SIZES];
-    int nsizes;
-    const char *configs, *dirs, *label, *csv;
-} Options;
-
 static void usage(void) {
     fprintf(stderr,
             "usage: mpiexec -n 2 pt2pt [--iters N] [--bw-iters N] [--min-iters N] [--window W]\n"
@@ -152,90 +102,6 @@ static void usage(void) {
             "  sizes take K, M, G suffixes (powers of 1024); LIST is comma separated\n"
             "  configs: mpich-host,staged,pipeline,nccl,memcpy-peer,ipc-pull,mpiacc,mpiacc-auto\n"
             "  dirs: D->D,D->H,H->D (or DD,DH,HD)\n");
-}
-
-static int parse_size(const char *text, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text) return 0;
-    if (*end == 'K' || *end == 'k') v <<= 10, end++;
-    else if (*end == 'M' || *end == 'm') v <<= 20, end++;
-    else if (*end == 'G' || *end == 'g') v <<= 30, end++;
-    if (*end && strcmp(end, "B") && strcmp(end, "iB")) return 0;
-    if (v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
-}
-
-static int parse_sizes(const char *text, Options *o) {
-    if (!strcmp(text, "pow2")) {
-        o->nsizes = 0;
-        for (long s = 1; s <= MAX_MSG && o->nsizes < MAX_SIZES; s *= 2) o->sizes[o->nsizes++] = s;
-        return 1;
-    }
-    char buf[1024];
-    if (strlen(text) >= sizeof buf) return 0;
-    strcpy(buf, text);
-    o->nsizes = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (o->nsizes == MAX_SIZES || !parse_size(tok, 1, MAX_MSG, &o->sizes[o->nsizes])) return 0;
-        o->nsizes++;
-    }
-    return o->nsizes > 0;
-}
-
-static int parse_options(int argc, char **argv, Options *o) {
-    *o = (Options){.iters = 1000, .bw_iters = 100, .min_iters = 3, .window = 32, .bw_bytes = 256L << 20,
-                   .min_size = 1, .max_size = 256L << 20, .min_time = 0.02};
-    parse_sizes("8,64,256,1K,4K,16K,64K,256K,1M,2M,4M,16M,64M,256M", o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok;
-        if (!v) return 0;
-        if (!strcmp(a, "--iters")) ok = parse_size(v, 1, 100000000, &o->iters);
-        else if (!strcmp(a, "--bw-iters")) ok = parse_size(v, 1, 100000000, &o->bw_iters);
-        else if (!strcmp(a, "--min-iters")) ok = parse_size(v, 1, 1000000, &o->min_iters);
-        else if (!strcmp(a, "--window")) ok = parse_size(v, 1, MAX_WINDOW, &o->window);
-        else if (!strcmp(a, "--bw-bytes")) ok = parse_size(v, 1, 1L << 40, &o->bw_bytes);
-        else if (!strcmp(a, "--min-size")) ok = parse_size(v, 1, MAX_MSG, &o->min_size);
-        else if (!strcmp(a, "--max-size")) ok = parse_size(v, 1, MAX_MSG, &o->max_size);
-        else if (!strcmp(a, "--sizes")) ok = parse_sizes(v, o);
-        else if (!strcmp(a, "--configs")) ok = (o->configs = v) != NULL;
-        else if (!strcmp(a, "--dirs")) ok = (o->dirs = v) != NULL;
-        else if (!strcmp(a, "--label")) ok = (o->label = v) != NULL;
-        else if (!strcmp(a, "--csv")) ok = (o->csv = v) != NULL;
-        else if (!strcmp(a, "--watchdog")) {
-            long sec;
-            ok = parse_size(v, 0, 86400, &sec);
-            g_watchdog = (unsigned)sec;
-        }
-        else if (!strcmp(a, "--min-time")) {
-            char *end;
-            o->min_time = strtod(v, &end);
-            ok = end != v && !*end && o->min_time >= 0 && o->min_time < 100;
-        } else ok = 0;
-        if (!ok) {
-            fprintf(stderr, "pt2pt: bad option %s %s\n", a, v);
-            return 0;
-        }
-        i++;
-    }
-    return 1;
-}
-
-/* 1 when `name` is an item of the comma-separated `list` (a NULL list holds everything). */
-static int in_list(const char *list, const char *name) {
-    if (!list) return 1;
-    size_t n = strlen(name);
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && !strncmp(p, name, n)) return 1;
-        if (!e) break;
-        p = e + 1;
-    }
-    return 0;
 }
 
 /* ------------------------------------------------------------------ state */
@@ -919,7 +785,8 @@ int main(int argc, char **argv) {
     g_rank = b->rank;
     b->peer = 1 - b->rank;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    if (!parse_options(argc, argv, &b->o) || nranks != 2) {
+    g_prog = "pt2pt";
+    if (!parse_options(argc, argv, &b->o, 256L << 20, "8,64,256,1K,4K,16K,64K,256K,1M,2M,4M,16M,64M,256M") || nranks != 2) {
         if (b->rank == 0) {
             if (nranks != 2) fprintf(stderr, "pt2pt: needs exactly 2 ranks, got %d\n", nranks);
             usage();

@@ -1,0 +1,157 @@
+/* What bench/pt2pt and bench/pt2pt_opencl share: a watchdog that names a hang instead of
+ * waiting for an outer time limit, MPI error checks, and the command-line options. */
+#ifndef BENCH_HARNESS_H_INCLUDED
+#define BENCH_HARNESS_H_INCLUDED
+
+#include <errno.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { MAX_SIZES = 64, MAX_WINDOW = 64 };
+#define MAX_MSG (1L << 30)
+
+static const char *g_prog = "bench"; /* program name in messages */
+static int g_rank = -1;
+static char g_where[160] = "setup";
+static const char *g_phase = "";  /* verify, latency or bandwidth */
+static unsigned g_watchdog = 120; /* seconds without finishing a phase before a hang is declared */
+
+/* A hang (a lost message, a protocol deadlock) names where it happened and ends the job,
+ * instead of waiting for an outer time limit that says nothing. */
+static void on_alarm(int sig) {
+    char msg[400];
+    int len = snprintf(msg, sizeof msg, "%s: rank %d: HANG: no progress for %u s in [%s] %s; aborting\n", g_prog, g_rank,
+                       g_watchdog, g_where, g_phase);
+    (void)sig;
+    if (len > 0 && write(2, msg, (size_t)len) < 0) _exit(124);
+    _exit(124);
+}
+
+static void phase(const char *name) {
+    g_phase = name;
+    if (g_watchdog) alarm(g_watchdog);
+}
+
+static void fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: rank %d: [%s] %s: ", g_prog, g_rank, g_where, g_phase);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fflush(stderr);
+    fflush(stdout);
+    PMPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+#define MPI_CHECK(call)                                                                                 \
+    do {                                                                                                \
+        int rc_ = (call);                                                                               \
+        if (rc_ != MPI_SUCCESS) {                                                                       \
+            char msg_[MPI_MAX_ERROR_STRING];                                                            \
+            int len_ = 0;                                                                               \
+            if (PMPI_Error_string(rc_, msg_, &len_) != MPI_SUCCESS) snprintf(msg_, sizeof msg_, "?");   \
+            fail("%s:%d: %s failed (%d): %s", __FILE__, __LINE__, #call, rc_, msg_);                    \
+        }                                                                                               \
+    } while (0)
+
+typedef struct {
+    long iters, bw_iters, min_iters, window, bw_bytes, min_size, max_size;
+    double min_time;
+    long sizes[MAX_SIZES];
+    int nsizes;
+    const char *configs, *dirs, *label, *csv;
+} Options;
+
+static int parse_size(const char *text, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text) return 0;
+    if (*end == 'K' || *end == 'k') v <<= 10, end++;
+    else if (*end == 'M' || *end == 'm') v <<= 20, end++;
+    else if (*end == 'G' || *end == 'g') v <<= 30, end++;
+    if (*end && strcmp(end, "B") && strcmp(end, "iB")) return 0;
+    if (v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_sizes(const char *text, Options *o) {
+    if (!strcmp(text, "pow2")) {
+        o->nsizes = 0;
+        for (long s = 1; s <= MAX_MSG && o->nsizes < MAX_SIZES; s *= 2) o->sizes[o->nsizes++] = s;
+        return 1;
+    }
+    char buf[1024];
+    if (strlen(text) >= sizeof buf) return 0;
+    strcpy(buf, text);
+    o->nsizes = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (o->nsizes == MAX_SIZES || !parse_size(tok, 1, MAX_MSG, &o->sizes[o->nsizes])) return 0;
+        o->nsizes++;
+    }
+    return o->nsizes > 0;
+}
+
+/* Options shared by the point-to-point benchmarks; `max_size` and `sizes` are each
+ * program's defaults. */
+static int parse_options(int argc, char **argv, Options *o, long max_size, const char *sizes) {
+    *o = (Options){.iters = 1000, .bw_iters = 100, .min_iters = 3, .window = 32, .bw_bytes = 256L << 20,
+                   .min_size = 1, .max_size = max_size, .min_time = 0.02};
+    parse_sizes(sizes, o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok;
+        if (!v) return 0;
+        if (!strcmp(a, "--iters")) ok = parse_size(v, 1, 100000000, &o->iters);
+        else if (!strcmp(a, "--bw-iters")) ok = parse_size(v, 1, 100000000, &o->bw_iters);
+        else if (!strcmp(a, "--min-iters")) ok = parse_size(v, 1, 1000000, &o->min_iters);
+        else if (!strcmp(a, "--window")) ok = parse_size(v, 1, MAX_WINDOW, &o->window);
+        else if (!strcmp(a, "--bw-bytes")) ok = parse_size(v, 1, 1L << 40, &o->bw_bytes);
+        else if (!strcmp(a, "--min-size")) ok = parse_size(v, 1, MAX_MSG, &o->min_size);
+        else if (!strcmp(a, "--max-size")) ok = parse_size(v, 1, MAX_MSG, &o->max_size);
+        else if (!strcmp(a, "--sizes")) ok = parse_sizes(v, o);
+        else if (!strcmp(a, "--configs")) ok = (o->configs = v) != NULL;
+        else if (!strcmp(a, "--dirs")) ok = (o->dirs = v) != NULL;
+        else if (!strcmp(a, "--label")) ok = (o->label = v) != NULL;
+        else if (!strcmp(a, "--csv")) ok = (o->csv = v) != NULL;
+        else if (!strcmp(a, "--watchdog")) {
+            long sec;
+            ok = parse_size(v, 0, 86400, &sec);
+            g_watchdog = (unsigned)sec;
+        }
+        else if (!strcmp(a, "--min-time")) {
+            char *end;
+            o->min_time = strtod(v, &end);
+            ok = end != v && !*end && o->min_time >= 0 && o->min_time < 100;
+        } else ok = 0;
+        if (!ok) {
+            fprintf(stderr, "%s: bad option %s %s\n", g_prog, a, v);
+            return 0;
+        }
+        i++;
+    }
+    return 1;
+}
+
+/* 1 when `name` is an item of the comma-separated `list` (a NULL list holds everything). */
+static int in_list(const char *list, const char *name) {
+    if (!list) return 1;
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+#endif
