@@ -71,6 +71,9 @@ MPI_Request register_user_op(std::unique_ptr<Op> op, Op::Handle kind, MPI_Reques
     op->handle_kind = kind;
     op->user_handle = handle;
     mark_pending(op.get());
+    // Windows of a few hundred receives are common; growing the table a bucket array at
+    // a time would rehash on the message-rate path.
+    if (ctx.user_ops.bucket_count() < 1024) ctx.user_ops.reserve(1024);
     ctx.user_ops[handle] = std::move(op);
     return handle;
 }
