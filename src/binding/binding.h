@@ -39,6 +39,8 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
 // Receives a message that probe already matched (stashed envelope), into (buf,count,type).
 int recv_stashed(void *buf, int count, MPI_Datatype type, std::unique_ptr<StashedEnvelope> stashed,
                  const char *call, MPI_Status *status, MPI_Request *request);
+// Whether a stashed envelope is one a receive or probe for (source, tag, comm) matches.
+bool stash_matches(const StashedEnvelope &s, int source, int tag, MPI_Comm comm);
 // The first stashed envelope matching (source, tag, comm), removed from the stash.
 std::unique_ptr<StashedEnvelope> take_stashed(int source, int tag, MPI_Comm comm);
 

@@ -17,14 +17,8 @@ void probe_status(const StashedEnvelope &s, MPI_Status *status) {
 }
 
 const StashedEnvelope *find_stashed(int source, int tag, MPI_Comm comm) {
-    for (auto &p : context().stash) {
-        int same = MPI_IDENT;
-        if (p->comm != comm) PMPI_Comm_compare(p->comm, comm, &same);
-        if (same != MPI_IDENT) continue;
-        if (source != MPI_ANY_SOURCE && p->status.MPI_SOURCE != source) continue;
-        if (tag != MPI_ANY_TAG && p->status.MPI_TAG != tag) continue;
-        return p.get();
-    }
+    for (auto &p : context().stash)
+        if (stash_matches(*p, source, tag, comm)) return p.get();
     return nullptr;
 }
 

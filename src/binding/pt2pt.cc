@@ -329,14 +329,9 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     // Host receives hand MPICH's own request to the user (no generalized request on the
     // host path); completion calls test it directly and finish what an envelope starts.
     const bool watch = request && mb.kind == BufKind::HOST;
-    bool own_bytes = in_place;
-    if (watch && in_place) {
-        StateLock lock;
-        own_bytes = !overlaps_in_place_receive(mb.contiguous_host(), mb.bytes);
-    }
     const RecvOp::Posting posting = !watch ? RecvOp::Posting::BOUNCE
-                                    : own_bytes ? RecvOp::Posting::IN_PLACE
-                                                : RecvOp::Posting::WATCHED_BOUNCE;
+                                    : in_place ? RecvOp::Posting::IN_PLACE
+                                               : RecvOp::Posting::WATCHED_BOUNCE;
     std::unique_ptr<RecvOp> op;
     MPI_Request matching = MPI_REQUEST_NULL;
     {
@@ -353,15 +348,19 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     return MPI_SUCCESS;
 }
 
+bool stash_matches(const StashedEnvelope &s, int source, int tag, MPI_Comm comm) {
+    if (source != MPI_ANY_SOURCE && s.status.MPI_SOURCE != source) return false;
+    if (tag != MPI_ANY_TAG && s.status.MPI_TAG != tag) return false;
+    if (s.comm == comm) return true;
+    int same = MPI_UNEQUAL;
+    PMPI_Comm_compare(s.comm, comm, &same);
+    return same == MPI_IDENT;
+}
+
 std::unique_ptr<StashedEnvelope> take_stashed(int source, int tag, MPI_Comm comm) {
     Context &ctx = context();
     for (auto it = ctx.stash.begin(); it != ctx.stash.end(); ++it) {
-        const StashedEnvelope &s = **it;
-        int same = MPI_UNEQUAL;
-        if (s.comm != comm) PMPI_Comm_compare(s.comm, comm, &same);
-        if (s.comm != comm && same != MPI_IDENT) continue;
-        if (source != MPI_ANY_SOURCE && s.status.MPI_SOURCE != source) continue;
-        if (tag != MPI_ANY_TAG && s.status.MPI_TAG != tag) continue;
+        if (!stash_matches(**it, source, tag, comm)) continue;
         std::unique_ptr<StashedEnvelope> out = std::move(*it);
         ctx.stash.erase(it);
         return out;

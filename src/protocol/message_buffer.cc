@@ -6,6 +6,8 @@
 #include "core/buffer_desc.h"
 #include "core/context.h"
 #include "core/error.h"
+#include "netmod/netmod.h"
+#include "pool/pinned_pool.h"
 #include "protocol/transfer.h"
 
 namespace mpiacc {
@@ -169,6 +171,14 @@ int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAtt
         out->host = buf;
     }
     return MPI_SUCCESS;
+}
+
+void abandon_chunks(std::vector<ChunkState> *chunks) {
+    for (auto &c : *chunks) {
+        netmod().abandon(&c.request);
+        if (c.staging) c.pool->release(c.staging);
+    }
+    chunks->clear();
 }
 
 void set_status(MPI_Status *st, int source, int tag, std::size_t bytes, int error, bool cancelled) {

@@ -13,6 +13,18 @@ namespace mpiacc {
 
 namespace {
 
+// True when [start, start+len) overlaps a pending in-place receive: two envelopes could
+// land in the same bytes before either is read (OSU-style windows reuse one buffer).
+bool overlaps_in_place_receive(const void *start, std::size_t len) {
+    Context &ctx = context();
+    if (ctx.in_place_ranges.empty()) return false;
+    auto lo = reinterpret_cast<std::uintptr_t>(start), hi = lo + len;
+    auto it = ctx.in_place_ranges.lower_bound(lo);
+    if (it != ctx.in_place_ranges.end() && it->first < hi) return true;
+    if (it != ctx.in_place_ranges.begin() && std::prev(it)->second > lo) return true;
+    return false;
+}
+
 }  // namespace
 
 int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const char *call, Posting posting,
@@ -24,6 +36,9 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
     op->call = call;
     int rc;
     op->matching_is_user_handle_ = posting != Posting::BOUNCE;
+    if (posting == Posting::IN_PLACE &&
+        overlaps_in_place_receive(op->dest_.contiguous_host(), op->dest_.bytes))
+        posting = Posting::WATCHED_BOUNCE;
     if (posting == Posting::IN_PLACE) {
         rc = PMPI_Irecv(op->dest_.host, op->dest_.count, op->dest_.type.get(), source, tag, comm,
                         &op->matching_request_);
@@ -73,27 +88,12 @@ int RecvOp::from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &
     return MPI_SUCCESS;
 }
 
-bool overlaps_in_place_receive(const void *start, std::size_t len) {
-    Context &ctx = context();
-    if (ctx.in_place_ranges.empty()) return false;
-    auto lo = reinterpret_cast<std::uintptr_t>(start), hi = lo + len;
-    auto it = ctx.in_place_ranges.lower_bound(lo);
-    if (it != ctx.in_place_ranges.end() && it->first < hi) return true;
-    if (it != ctx.in_place_ranges.begin() && std::prev(it)->second > lo) return true;
-    return false;
-}
 
 RecvOp::~RecvOp() {
     Context &ctx = context();
     if (in_place_start_) ctx.in_place_ranges.erase(in_place_start_);
     if (registered_) ctx.receivers.erase({peer_, envelope_.transfer_id});
-    for (auto &c : chunks_) {
-        if (c.request != MPI_REQUEST_NULL) {
-            PMPI_Cancel(&c.request);
-            PMPI_Request_free(&c.request);
-        }
-        if (c.staging) c.pool->release(c.staging);
-    }
+    abandon_chunks(&chunks_);
     if (reserved_slot_) pool_->release(reserved_slot_);
     for (MPI_Request *r : {&matching_request_, &control_request_, &data_request_}) {
         if (*r == MPI_REQUEST_NULL) continue;
@@ -109,18 +109,8 @@ int RecvOp::cancel() {
 
 void RecvOp::fail(int error_class, const std::string &what) {
     error = make_error_code(error_class, call, what);
-    for (auto &c : chunks_) {
-        if (c.request != MPI_REQUEST_NULL) {
-            PMPI_Cancel(&c.request);
-            PMPI_Request_free(&c.request);
-        }
-        if (c.staging) c.pool->release(c.staging);
-    }
-    chunks_.clear();
-    if (data_request_ != MPI_REQUEST_NULL) {
-        PMPI_Cancel(&data_request_);
-        PMPI_Request_free(&data_request_);
-    }
+    abandon_chunks(&chunks_);
+    netmod().abandon(&data_request_);
     status.MPI_ERROR = error;
     PMPI_Status_set_elements_x(&status, MPI_BYTE, 0);
     state_ = State::DONE;
@@ -158,9 +148,7 @@ void RecvOp::progress() {
         case State::AWAIT_SLOT:
         case State::DATA:
             if (data_request_ != MPI_REQUEST_NULL) {
-                int flag = 0;
-                PMPI_Test(&data_request_, &flag, MPI_STATUS_IGNORE);
-                if (flag) finish_data();
+                if (netmod().test(&data_request_)) finish_data();
             } else {
                 pipeline_step();
             }
@@ -168,10 +156,7 @@ void RecvOp::progress() {
         case State::IPC_PULL: ipc_step(); break;
         default: break;
     }
-    if (control_request_ != MPI_REQUEST_NULL) {
-        int flag = 0;
-        PMPI_Test(&control_request_, &flag, MPI_STATUS_IGNORE);
-    }
+    netmod().test(&control_request_);
     if ((state_ == State::DONE || state_ == State::FIN) && control_request_ == MPI_REQUEST_NULL) {
         state_ = State::DONE;
         complete = true;
@@ -363,9 +348,7 @@ void RecvOp::pipeline_step() {
         ChunkState &c = *it;
         bool done = false;
         if (c.stage == ChunkState::Stage::NETWORK) {
-            int flag = 0;
-            PMPI_Test(&c.request, &flag, MPI_STATUS_IGNORE);
-            if (flag) {
+            if (netmod().test(&c.request)) {
                 if (c.staging) {
                     std::string why;
                     int rc = dest_.device->copy_from_host(c.offset, c.staging, c.len, &c.copy, &why);

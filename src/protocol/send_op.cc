@@ -62,13 +62,7 @@ int SendOp::start(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, Send
 
 SendOp::~SendOp() {
     if (registered_) context().senders.erase(id_);
-    for (auto &c : chunks_) {
-        if (c.request != MPI_REQUEST_NULL) {
-            PMPI_Cancel(&c.request);
-            PMPI_Request_free(&c.request);
-        }
-        if (c.staging) c.pool->release(c.staging);
-    }
+    abandon_chunks(&chunks_);
     if (envelope_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&envelope_request_);
     if (data_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&data_request_);
     if (abort_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&abort_request_);
@@ -88,7 +82,6 @@ int SendOp::cancel() {
     int was_cancelled = 0;
     PMPI_Test_cancelled(&st, &was_cancelled);
     if (was_cancelled) {
-        cancelled_ = true;
         set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS, true);
         state_ = State::DONE;
         complete = true;
@@ -109,14 +102,7 @@ void SendOp::fail(int error_class, const char *what) {
         netmod().send_bytes(&abort_msg_, sizeof abort_msg_, peer_, kControlTag, &abort_request_);
         aborted_to_peer_ = true;
     }
-    for (auto &c : chunks_) {
-        if (c.request != MPI_REQUEST_NULL) {
-            PMPI_Cancel(&c.request);
-            PMPI_Request_free(&c.request);
-        }
-        if (c.staging) c.pool->release(c.staging);
-    }
-    chunks_.clear();
+    abandon_chunks(&chunks_);
     set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, error, false);
     state_ = State::DONE;
 }
@@ -129,17 +115,12 @@ void SendOp::progress() {
     if (state_ == State::AWAIT_REPLY && have_reply_) start_data();
     if (state_ == State::DATA) {
         if (data_request_ != MPI_REQUEST_NULL) {
-            int flag = 0;
-            PMPI_Test(&data_request_, &flag, MPI_STATUS_IGNORE);
-            if (flag) finish();
+            if (netmod().test(&data_request_)) finish();
         } else {
             pipeline_step();
         }
     }
-    if (abort_request_ != MPI_REQUEST_NULL) {
-        int flag = 0;
-        PMPI_Test(&abort_request_, &flag, MPI_STATUS_IGNORE);
-    }
+    netmod().test(&abort_request_);
     if (state_ == State::DONE && envelope_request_ == MPI_REQUEST_NULL && abort_request_ == MPI_REQUEST_NULL)
         complete = true;
 }
@@ -237,9 +218,7 @@ void SendOp::pipeline_step() {
         }
     }
     for (auto it = chunks_.begin(); it != chunks_.end();) {
-        int flag = 0;
-        if (it->sent) PMPI_Test(&it->request, &flag, MPI_STATUS_IGNORE);
-        if (flag) {
+        if (it->sent && netmod().test(&it->request)) {
             if (it->staging) it->pool->release(it->staging);
             ++chunks_done_;
             it = chunks_.erase(it);

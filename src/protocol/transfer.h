@@ -94,6 +94,10 @@ struct ChunkState {
     enum class Stage { COPYING, NETWORK, LANDING } stage = Stage::COPYING;
 };
 
+// Abandons every chunk still on the network and gives its staging slot back (a transfer
+// that failed or is destroyed early).
+void abandon_chunks(std::vector<ChunkState> *chunks);
+
 class SendOp : public Op {
 public:
     // Sends the envelope at once on the user's communicator (so ordering holds, DESIGN
@@ -126,7 +130,6 @@ private:
     std::vector<ChunkState> chunks_;
     std::size_t next_chunk_ = 0, next_to_send_ = 0, chunks_done_ = 0, nchunks_ = 0;
     std::size_t chunk_size_ = 0, depth_ = 0, send_bytes_ = 0;
-    bool cancelled_ = false;
     bool aborted_to_peer_ = false;
     ControlMessage abort_msg_{};
     MPI_Request abort_request_ = MPI_REQUEST_NULL;
@@ -141,6 +144,8 @@ public:
         BOUNCE,          // into an internal buffer; the request is internal
         WATCHED_BOUNCE,  // into an internal buffer; the MPICH request is the user's handle
         IN_PLACE,        // into the user's host buffer; the MPICH request is the user's handle
+                         // (WATCHED_BOUNCE instead when another pending in-place receive
+                         // owns some of those bytes)
     };
     static int post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const char *call, Posting posting,
                     std::unique_ptr<RecvOp> *out, MPI_Request *matching);
@@ -201,7 +206,6 @@ private:
     void *reserved_slot_ = nullptr;  // first slot, held before the CTS goes out
     PinnedPool *pool_ = nullptr;
     std::unique_ptr<DeviceBuffer> ipc_source_;
-    std::unique_ptr<Completion> ipc_ready_;
     std::vector<std::unique_ptr<Completion>> ipc_copies_;
     bool registered_ = false;
 };
@@ -258,9 +262,6 @@ struct StashedEnvelope {
 // host, or a device buffer captured now. Returns an MPI error class with *why on failure.
 int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs,
                         MessageBuffer *out, std::string *why);
-
-// True when [start, start+len) overlaps a pending in-place receive.
-bool overlaps_in_place_receive(const void *start, std::size_t len);
 
 // Largest payload a sender may send without an envelope: host data under the
 // rendezvous threshold, or device data a blocking send staged whole.
