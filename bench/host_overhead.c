@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "results_csv.h"
+
 enum { WINDOW = 64, TAG_DATA = 1, TAG_ACK = 2, MIN_SIZE = 8, MAX_ROUNDS = 1000 };
 
 /* The latency budget holds below the rendezvous threshold (MPIACC_HOST_RNDV_THRESHOLD's
@@ -169,19 +171,8 @@ static double lat_overhead(const Row *r) { return (r->lat[1] - r->lat[0]) / r->l
 /* Positive = MPI-ACC slower, for both columns. */
 static double bw_overhead(const Row *r) { return (r->bw[0] - r->bw[1]) / r->bw[0] * 100.0; }
 
-/* bench/results/ relative to the working directory, created when missing. */
 static FILE *open_csv(const Options *o, char *path, size_t len) {
-    if (o->csv) {
-        snprintf(path, len, "%s", o->csv);
-    } else {
-        char stamp[32];
-        time_t now = time(NULL);
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
-        mkdir("bench", 0777);
-        mkdir("bench/results", 0777);
-        snprintf(path, len, "bench/results/host_overhead-%s.csv", stamp);
-    }
-    return fopen(path, "w");
+    return open_results_csv(o->csv, "host_overhead", path, len);
 }
 
 static int write_csv(const Options *o, int argc, char **argv, const Row *rows, int nrows) {

@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "bench_harness.h"
+#include "results_csv.h"
 
 enum { TAG_DATA = 11, TAG_ACK = 12, TAG_CHUNK = 13, TAG_RTS = 14, TAG_FIN = 15, TAG_HANDLE = 16 };
 enum { PIPE_DEPTH = 4 };
@@ -673,17 +674,7 @@ static const char *config_name(const Bench *b, const Config *c, char *buf, size_
 }
 
 static FILE *open_csv(const Options *o, char *path, size_t len) {
-    if (o->csv) {
-        snprintf(path, len, "%s", o->csv);
-    } else {
-        char stamp[32];
-        time_t now = time(NULL);
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
-        mkdir("bench", 0777);
-        mkdir("bench/results", 0777);
-        snprintf(path, len, "bench/results/pt2pt-%s.csv", stamp);
-    }
-    return fopen(path, "w");
+    return open_results_csv(o->csv, "pt2pt", path, len);
 }
 
 /* The header is written first and every row as it is measured, so that a run cut short

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "bench_harness.h"
+#include "results_csv.h"
 
 enum { TAG_DATA = 21, TAG_ACK = 22, TAG_CHUNK = 23, TAG_INFO = 24 };
 enum { PIPE_DEPTH = 4 };
@@ -434,17 +435,7 @@ static long scaled(long iters, size_t bytes, long ref, long floor) {
 /* ------------------------------------------------------------------ output */
 
 static FILE *open_csv(const Options *o, char *path, size_t len) {
-    if (o->csv) {
-        snprintf(path, len, "%s", o->csv);
-    } else {
-        char stamp[32];
-        time_t now = time(NULL);
-        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
-        mkdir("bench", 0777);
-        mkdir("bench/results", 0777);
-        snprintf(path, len, "bench/results/pt2pt_opencl-%s.csv", stamp);
-    }
-    return fopen(path, "w");
+    return open_results_csv(o->csv, "pt2pt_opencl", path, len);
 }
 
 static void csv_header(Bench *b, int argc, char **argv) {
