@@ -145,6 +145,7 @@ void RecvOp::progress() {
                 state_ = State::DONE;
             }
             break;
+        case State::PAYLOAD_STAGE: payload_stage_step(); break;
         case State::AWAIT_SLOT:
         case State::DATA:
             if (data_request_ != MPI_REQUEST_NULL) {
@@ -222,7 +223,21 @@ void RecvOp::deliver_payload(const void *data, std::size_t len) {
         state_ = State::DONE;
         return;
     }
-    // The bounce buffer stays alive until the host-to-device copy has finished.
+    // The bounce buffer stays alive until the host-to-device copies have finished.
+    pool_ = dest_.device->staging_pool();
+    if (pool_ && !(pool_->allocations() == 0 && !pool_->last_error().empty())) {
+        // Through pinned slots: a copy from the pageable bounce buffer is synchronous and
+        // runs at pageable speed (10.5 us for 8 bytes, 2-4 GB/s at 4 MiB on the H200
+        // machine); a memcpy into a slot plus an asynchronous copy is several times faster.
+        payload_ = static_cast<const char *>(data);
+        bytes_ = n;
+        chunk_size_ = pool_->slot_size();
+        depth_ = static_cast<std::size_t>(std::max<long>(2, context().knobs.pipeline_depth));
+        nchunks_ = (n + chunk_size_ - 1) / chunk_size_;
+        state_ = State::PAYLOAD_STAGE;
+        payload_stage_step();
+        return;
+    }
     std::string why;
     int rc = dest_.device->copy_from_host(0, data, n, &payload_copy_, &why);
     if (rc != MPI_SUCCESS) {
@@ -230,6 +245,47 @@ void RecvOp::deliver_payload(const void *data, std::size_t len) {
         return;
     }
     state_ = State::PAYLOAD_COPY;
+}
+
+void RecvOp::payload_stage_step() {
+    for (auto it = chunks_.begin(); it != chunks_.end();) {
+        if (!it->copy->test()) {
+            ++it;
+            continue;
+        }
+        if (it->copy->error() != MPI_SUCCESS) {
+            fail(it->copy->error(), "copying the received message into device memory failed");
+            return;
+        }
+        it->pool->release(it->staging);
+        ++chunks_done_;
+        it = chunks_.erase(it);
+    }
+    while (chunks_.size() < depth_ && next_chunk_ < nchunks_) {
+        void *slot = pool_->acquire();
+        if (!slot) {
+            counter("pool.wait")++;  // back-pressure: the next round tries again
+            break;
+        }
+        ChunkState c;
+        c.index = next_chunk_;
+        c.offset = next_chunk_ * chunk_size_;
+        c.len = std::min(chunk_size_, bytes_ - c.offset);
+        c.staging = slot;
+        c.pool = pool_;
+        std::memcpy(slot, payload_ + c.offset, c.len);
+        std::string why;
+        int rc = dest_.device->copy_from_host(c.offset, slot, c.len, &c.copy, &why);
+        if (rc != MPI_SUCCESS) {
+            pool_->release(slot);
+            fail(rc, "copying the received message into device memory failed: " + why);
+            return;
+        }
+        c.stage = ChunkState::Stage::LANDING;
+        chunks_.push_back(std::move(c));
+        ++next_chunk_;
+    }
+    if (chunks_done_ == nchunks_) state_ = State::DONE;
 }
 
 void RecvOp::on_envelope(const Envelope &env) {

@@ -180,10 +180,11 @@ private:
     void on_envelope(const Envelope &env);
     void send_control(ControlType type, std::uint16_t mode_or_status);
     void pipeline_step();
+    void payload_stage_step();
     void ipc_step();
     void finish_data();
 
-    enum class State { MATCHING, PAYLOAD_COPY, AWAIT_SLOT, DATA, IPC_PULL, FIN, DONE };
+    enum class State { MATCHING, PAYLOAD_COPY, PAYLOAD_STAGE, AWAIT_SLOT, DATA, IPC_PULL, FIN, DONE };
     State state_ = State::MATCHING;
     MessageBuffer dest_;
     MPI_Request matching_request_ = MPI_REQUEST_NULL;
@@ -192,6 +193,7 @@ private:
     std::uintptr_t in_place_start_ = 0;     // key in Context::in_place_ranges, 0 = none
     BounceBuffer bounce_;
     std::unique_ptr<Completion> payload_copy_;
+    const char *payload_ = nullptr;  // PAYLOAD_STAGE: the payload, in bounce_
     Envelope envelope_{};
     int peer_ = -1;
     TransferMode mode_ = TransferMode::DIRECT;
