@@ -78,6 +78,8 @@ public:
     std::unordered_map<std::uint64_t, SendOp *> senders;
     // Receivers in their data phase, by (sender rank, sender's transfer id), for ABORT.
     std::map<std::pair<int, std::uint64_t>, RecvOp *> receivers;
+    // Pipeline receives past their CTS, by sender world rank (MPIACC_PIPELINE_TRANSFERS).
+    std::unordered_map<int, int> pipelines_from;
     std::unique_ptr<ControlChannel> control;
     // Host buffers with an in-place receive pending: start -> end. A second receive that
     // overlaps one lands in a bounce buffer instead, or two envelopes could land in the

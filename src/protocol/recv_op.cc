@@ -93,6 +93,7 @@ RecvOp::~RecvOp() {
     Context &ctx = context();
     if (in_place_start_) ctx.in_place_ranges.erase(in_place_start_);
     if (registered_) ctx.receivers.erase({peer_, envelope_.transfer_id});
+    leave_pipeline();
     abandon_chunks(&chunks_);
     if (reserved_slot_) pool_->release(reserved_slot_);
     for (MPI_Request *r : {&matching_request_, &control_request_, &data_request_}) {
@@ -109,6 +110,7 @@ int RecvOp::cancel() {
 
 void RecvOp::fail(int error_class, const std::string &what) {
     error = make_error_code(error_class, call, what);
+    leave_pipeline();
     abandon_chunks(&chunks_);
     netmod().abandon(&data_request_);
     status.MPI_ERROR = error;
@@ -381,9 +383,33 @@ void RecvOp::send_control(ControlType type, std::uint16_t mode_or_status) {
         fail(MPI_ERR_OTHER, "sending the CTS/FIN control message failed");
 }
 
+// A receiver runs a bounded number of pipeline transfers per sender; the others wait
+// before their CTS, holding nothing. A window of 32 transfers otherwise interleaved
+// 128 chunk messages in MPICH at once, and each progress round walked all of them.
+bool RecvOp::admit_pipeline() {
+    if (admitted_) return true;
+    Context &ctx = context();
+    int &running = ctx.pipelines_from[peer_];
+    if (ctx.knobs.pipeline_transfers > 0 && running >= ctx.knobs.pipeline_transfers) {
+        if (!queued_) counter("protocol.pipeline.queued")++;
+        queued_ = true;
+        return false;
+    }
+    ++running;
+    admitted_ = true;
+    return true;
+}
+
+void RecvOp::leave_pipeline() {
+    if (!admitted_) return;
+    --context().pipelines_from[peer_];
+    admitted_ = false;
+}
+
 void RecvOp::pipeline_step() {
     Context &ctx = context();
     const int tag = data_tag(envelope_.transfer_id, ctx.tag_ub);
+    if (state_ == State::AWAIT_SLOT && !admit_pipeline()) return;
     if (state_ == State::AWAIT_SLOT && pool_) {
         // Hold one staging slot before the CTS goes out: a transfer whose data may flow
         // always has somewhere to land, so pools cannot deadlock each other (DESIGN 2.7).
@@ -535,6 +561,7 @@ void RecvOp::finish_data() {
         context().receivers.erase({peer_, envelope_.transfer_id});
         registered_ = false;
     }
+    leave_pipeline();
     state_ = State::DONE;
 }
 

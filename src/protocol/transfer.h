@@ -180,6 +180,8 @@ private:
     void on_envelope(const Envelope &env);
     void send_control(ControlType type, std::uint16_t mode_or_status);
     void pipeline_step();
+    bool admit_pipeline();
+    void leave_pipeline();
     void payload_stage_step();
     void ipc_step();
     void finish_data();
@@ -210,6 +212,8 @@ private:
     std::unique_ptr<DeviceBuffer> ipc_source_;
     std::vector<std::unique_ptr<Completion>> ipc_copies_;
     bool registered_ = false;
+    bool admitted_ = false;  // counted in Context::pipelines_from
+    bool queued_ = false;    // waited for admission at least once
 };
 
 // MPI_*_init requests: arguments kept, a fresh SendOp/RecvOp per MPI_Start.

@@ -47,6 +47,44 @@ int main(int argc, char **argv) {
         clReleaseMemObject(m);
         MPI_Type_free(&t);
     }
+    MT_CASE("window_of_eight_pipeline_receives_runs_two_at_a_time_and_all_arrive") {
+        /* cl_mem -> host is a pipeline transfer; the receiver starts at most
+         * MPIACC_PIPELINE_TRANSFERS (2) per sender and queues the rest before their CTS. */
+        enum { W = 8 };
+        const size_t n = (1 << 20) + 3;
+        const int tag = 5100;
+        MPI_Datatype t = ocl_type(&e);
+        cl_mem m = ocl_alloc(&e, n);
+        unsigned char *h[W];
+        for (int i = 0; i < W; ++i) h[i] = p2p_alloc(n);
+        MPI_Request r[W];
+        if (mt_rank == 0) {
+            mt_fill(h[0], n, 9);
+            ocl_write(&e, m, 0, h[0], n);
+            for (int i = 0; i < W; ++i) MPI_Isend(m, (int)n, t, 1, tag, MPI_COMM_WORLD, &r[i]);
+            MPI_Send(NULL, 0, MPI_BYTE, 1, tag + 1, MPI_COMM_WORLD);
+            MT_CHECK(MPI_Waitall(W, r, MPI_STATUSES_IGNORE) == MPI_SUCCESS, "sender waitall");
+        } else if (mt_rank == 1) {
+            const long long queued = mpiacc_counter_value("protocol.pipeline.queued");
+            for (int i = 0; i < W; ++i) MPI_Irecv(h[i], (int)n, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &r[i]);
+            /* All eight envelopes are here before the first completion call looks. */
+            int probe_flag = 0;
+            while (!probe_flag) MPI_Iprobe(0, tag + 1, MPI_COMM_WORLD, &probe_flag, MPI_STATUS_IGNORE);
+            MPI_Recv(NULL, 0, MPI_BYTE, 0, tag + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Status st[W];
+            MT_CHECK(MPI_Waitall(W, r, st) == MPI_SUCCESS, "receiver waitall");
+            for (int i = 0; i < W; ++i) {
+                P2P_CHECK_BYTES(h[i], n, 9, "message");
+                MT_CHECK(p2p_count(&st[i], MPI_BYTE) == (int)n, "message %d: %d bytes", i,
+                         p2p_count(&st[i], MPI_BYTE));
+            }
+            MT_CHECK(mpiacc_counter_value("protocol.pipeline.queued") > queued,
+                     "no transfer waited for admission (protocol.pipeline.queued stayed %lld)", queued);
+        }
+        for (int i = 0; i < W; ++i) free(h[i]);
+        clReleaseMemObject(m);
+        MPI_Type_free(&t);
+    }
     ocl_teardown(&e);
     return mt_finalize();
 }
