@@ -1,0 +1,76 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/counters.h"
+#include "protocol/transfer.h"
+
+using namespace mpiacc;
+
+namespace {
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+}
+
+// Counters, not addresses: a fresh mapping may well get a freed one's address back.
+long long reused() { return mpiacc_counter_value("protocol.bounce.reused"); }
+
+TEST(BounceBuffer, ALargeOneIsReusedAfterRelease) {
+    char *first;
+    {
+        BounceBuffer a(4 * kMiB);
+        ASSERT_NE(a.data(), nullptr);
+        std::memset(a.data(), 0x5a, 4 * kMiB);  // every byte is writable
+        first = a.data();
+    }
+    const long long before = reused();
+    BounceBuffer b(4 * kMiB);
+    EXPECT_EQ(reused(), before + 1);
+    EXPECT_EQ(b.data(), first);
+    EXPECT_EQ(b.size(), 4 * kMiB);
+}
+
+TEST(BounceBuffer, TheSmallestCachedOneThatFitsIsTaken) {
+    char *big, *mid;
+    {
+        BounceBuffer a(16 * kMiB), c(6 * kMiB);
+        big = a.data();
+        mid = c.data();
+    }
+    BounceBuffer small(5 * kMiB);
+    EXPECT_EQ(small.data(), mid);
+    BounceBuffer large(12 * kMiB);
+    EXPECT_EQ(large.data(), big);
+}
+
+TEST(BounceBuffer, TheCacheKeepsAtMost128MiB) {
+    {
+        std::vector<BounceBuffer> many;
+        for (int i = 0; i < 48; ++i) many.emplace_back(4 * kMiB);
+    }
+    const long long before = reused();
+    std::vector<BounceBuffer> again;
+    for (int i = 0; i < 48; ++i) again.emplace_back(4 * kMiB);
+    EXPECT_GE(reused() - before, 1);
+    EXPECT_LE(reused() - before, 32);  // 128 MiB of buffers of at least 4 MiB
+}
+
+TEST(BounceBuffer, AMovedFromBufferHoldsNothing) {
+    BounceBuffer a(3 * kMiB);
+    char *p = a.data();
+    BounceBuffer b(std::move(a));
+    EXPECT_EQ(a.data(), nullptr);
+    EXPECT_EQ(b.data(), p);
+    BounceBuffer c;
+    c = std::move(b);
+    EXPECT_EQ(b.data(), nullptr);
+    EXPECT_EQ(c.data(), p);
+    EXPECT_EQ(c.size(), 3 * kMiB);
+}
+
+TEST(BounceBuffer, SmallOnesWork) {
+    BounceBuffer a(200);
+    ASSERT_NE(a.data(), nullptr);
+    std::memset(a.data(), 1, 200);
+    EXPECT_EQ(a.size(), 200u);
+}
