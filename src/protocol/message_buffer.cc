@@ -1,8 +1,7 @@
-#include <sys/mman.h>
-
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -55,35 +54,26 @@ TypeRef &TypeRef::operator=(TypeRef &&o) noexcept {
 
 namespace {
 
-// Freed bounce buffers of at least kCachedBytes, kept for the next receive; bounded so
-// a burst of large receives does not hold memory forever. The bound is in bytes: a
-// window of 32 device receives of 4 MiB needs 32 bounces of 4 MiB, and each one made
-// afresh costs a page fault per 4 KiB when MPICH first writes it (3 ms per 4 MiB,
-// 1.3 GB/s host-to-device, on the H200 machine).
+// Freed bounce buffers of at least kCachedBytes, kept for the next receive. Bounded in
+// bytes, the oldest let go first, so that the cache follows the sizes in use: a window
+// of 32 device receives of 4 MiB needs 32 bounces of 4 MiB, and each one made afresh
+// costs a page fault per 4 KiB when MPICH first writes it (3 ms per 4 MiB, 1.3 GB/s
+// host-to-device, on the H200 machine).
 constexpr std::size_t kCachedBytes = 64u << 10;
 constexpr std::size_t kCacheEntries = 64;
 constexpr std::size_t kCacheBytes = 128u << 20;
-// Bounces this large are mapped on their own with transparent huge pages asked for
-// (where the kernel allows it), so that a first write faults 2 MiB at a time.
-constexpr std::size_t kMappedBytes = 2u << 20;
 
 struct CachedBounce {
     char *data;
     std::size_t capacity;
-    bool mapped;
 };
-
-void free_bounce(char *data, std::size_t capacity, bool mapped) {
-    if (mapped) munmap(data, capacity);
-    else delete[] data;
-}
 
 struct BounceCache {
     std::mutex mutex;
-    std::vector<CachedBounce> free;
+    std::deque<CachedBounce> free;  // oldest first
     std::size_t bytes = 0;
     ~BounceCache() {
-        for (auto &f : free) free_bounce(f.data, f.capacity, f.mapped);
+        for (auto &f : free) delete[] f.data;
     }
 };
 
@@ -105,38 +95,20 @@ BounceBuffer::BounceBuffer(std::size_t bytes) : size_(bytes) {
         if (best != c.free.end()) {
             data_ = best->data;
             capacity_ = best->capacity;
-            mapped_ = best->mapped;
             c.bytes -= best->capacity;
             c.free.erase(best);
             static std::atomic<std::int64_t> &reused = counter("protocol.bounce.reused");
             reused.fetch_add(1, std::memory_order_relaxed);
             return;
         }
-    }
-    if (bytes >= kCachedBytes) {
         static std::atomic<std::int64_t> &allocated = counter("protocol.bounce.allocated");
         allocated.fetch_add(1, std::memory_order_relaxed);
     }
-    if (bytes >= kMappedBytes) {
-        const std::size_t len = (bytes + kMappedBytes - 1) / kMappedBytes * kMappedBytes;
-        void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p != MAP_FAILED) {
-#ifdef MADV_HUGEPAGE
-            madvise(p, len, MADV_HUGEPAGE);
-#endif
-            data_ = static_cast<char *>(p);
-            capacity_ = len;
-            mapped_ = true;
-            return;
-        }
-    }
     data_ = new char[bytes ? bytes : 1];  // uninitialised on purpose
     capacity_ = bytes;
-    mapped_ = false;
 }
 
-BounceBuffer::BounceBuffer(BounceBuffer &&o) noexcept
-    : data_(o.data_), size_(o.size_), capacity_(o.capacity_), mapped_(o.mapped_) {
+BounceBuffer::BounceBuffer(BounceBuffer &&o) noexcept : data_(o.data_), size_(o.size_), capacity_(o.capacity_) {
     o.data_ = nullptr;
     o.size_ = o.capacity_ = 0;
 }
@@ -147,7 +119,6 @@ BounceBuffer &BounceBuffer::operator=(BounceBuffer &&o) noexcept {
         data_ = o.data_;
         size_ = o.size_;
         capacity_ = o.capacity_;
-        mapped_ = o.mapped_;
         o.data_ = nullptr;
         o.size_ = o.capacity_ = 0;
     }
@@ -156,17 +127,21 @@ BounceBuffer &BounceBuffer::operator=(BounceBuffer &&o) noexcept {
 
 void BounceBuffer::release() {
     if (!data_) return;
-    if (capacity_ >= kCachedBytes) {
+    std::vector<char *> evicted;
+    if (capacity_ >= kCachedBytes && capacity_ <= kCacheBytes) {
         BounceCache &c = bounce_cache();
         std::lock_guard<std::mutex> lock(c.mutex);
-        if (c.free.size() < kCacheEntries && c.bytes + capacity_ <= kCacheBytes) {
-            c.free.push_back(CachedBounce{data_, capacity_, mapped_});
-            c.bytes += capacity_;
-            data_ = nullptr;
-            return;
+        c.free.push_back(CachedBounce{data_, capacity_});
+        c.bytes += capacity_;
+        data_ = nullptr;
+        while (c.free.size() > kCacheEntries || c.bytes > kCacheBytes) {
+            evicted.push_back(c.free.front().data);
+            c.bytes -= c.free.front().capacity;
+            c.free.pop_front();
         }
     }
-    free_bounce(data_, capacity_, mapped_);
+    for (char *p : evicted) delete[] p;  // outside the lock
+    delete[] data_;
     data_ = nullptr;
 }
 

@@ -80,7 +80,6 @@ private:
     char *data_ = nullptr;
     std::size_t size_ = 0;
     std::size_t capacity_ = 0;
-    bool mapped_ = false;  // mmap'd (large), else new[]
 };
 
 enum class SendMode { STANDARD, BUFFERED, SYNCHRONOUS, READY };

@@ -43,7 +43,7 @@ TEST(BounceBuffer, TheSmallestCachedOneThatFitsIsTaken) {
     EXPECT_EQ(large.data(), big);
 }
 
-TEST(BounceBuffer, TheCacheKeepsAtMost128MiB) {
+TEST(BounceBuffer, TheCacheKeepsAtMost128MiBAndFollowsTheSizesInUse) {
     {
         std::vector<BounceBuffer> many;
         for (int i = 0; i < 48; ++i) many.emplace_back(4 * kMiB);
@@ -53,6 +53,16 @@ TEST(BounceBuffer, TheCacheKeepsAtMost128MiB) {
     for (int i = 0; i < 48; ++i) again.emplace_back(4 * kMiB);
     EXPECT_GE(reused() - before, 1);
     EXPECT_LE(reused() - before, 32);  // 128 MiB of buffers of at least 4 MiB
+    again.clear();
+    // A window of 8 MiB receives after it: the 4 MiB ones make way, oldest first.
+    {
+        std::vector<BounceBuffer> large;
+        for (int i = 0; i < 16; ++i) large.emplace_back(8 * kMiB);
+    }
+    const long long before_large = reused();
+    std::vector<BounceBuffer> large;
+    for (int i = 0; i < 16; ++i) large.emplace_back(8 * kMiB);
+    EXPECT_EQ(reused() - before_large, 16);
 }
 
 TEST(BounceBuffer, AMovedFromBufferHoldsNothing) {
