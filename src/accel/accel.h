@@ -117,6 +117,11 @@ public:
         *why = "IPC is not available for this buffer kind";
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }
+    // Page-locks host memory [p, p+bytes) so that this kind's copies from and to it run
+    // as asynchronous DMA (cudaHostRegister). False when the kind cannot, or it failed;
+    // the memory then stays as it was. unregister_host undoes it, before the memory is freed.
+    virtual bool register_host(void * /*p*/, std::size_t /*bytes*/) { return false; }
+    virtual void unregister_host(void * /*p*/) {}
     // Release every cached object (MPI_Finalize).
     virtual void shutdown() {}
     // Counters for tests and mpiacc_info: name=value lines.

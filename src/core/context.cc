@@ -131,6 +131,7 @@ void finalize_context() {
     ctx.pending = 0;
     if (ctx.control) ctx.control->shutdown();
     ctx.control.reset();
+    clear_bounce_cache();
     shutdown_accels();
     for (int *kv : {&ctx.keyvals.buf_type, &ctx.keyvals.stream, &ctx.keyvals.command_queue, &ctx.keyvals.event,
                     &ctx.keyvals.context, &ctx.keyvals.device, &ctx.keyvals.offset})

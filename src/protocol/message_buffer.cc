@@ -66,8 +66,16 @@ constexpr std::size_t kCacheBytes = 128u << 20;
 struct CachedBounce {
     char *data;
     std::size_t capacity;
+    Accel *pinned_by;
 };
 
+void free_bounce(const CachedBounce &b) {
+    if (b.pinned_by) b.pinned_by->unregister_host(b.data);
+    delete[] b.data;
+}
+
+// Registered buffers are freed by clear_bounce_cache() at MPI_Finalize, while their
+// accelerator still exists; what is left at exit is plain memory.
 struct BounceCache {
     std::mutex mutex;
     std::deque<CachedBounce> free;  // oldest first
@@ -95,6 +103,7 @@ BounceBuffer::BounceBuffer(std::size_t bytes) : size_(bytes) {
         if (best != c.free.end()) {
             data_ = best->data;
             capacity_ = best->capacity;
+            pinned_by_ = best->pinned_by;
             c.bytes -= best->capacity;
             c.free.erase(best);
             static std::atomic<std::int64_t> &reused = counter("protocol.bounce.reused");
@@ -108,9 +117,11 @@ BounceBuffer::BounceBuffer(std::size_t bytes) : size_(bytes) {
     capacity_ = bytes;
 }
 
-BounceBuffer::BounceBuffer(BounceBuffer &&o) noexcept : data_(o.data_), size_(o.size_), capacity_(o.capacity_) {
+BounceBuffer::BounceBuffer(BounceBuffer &&o) noexcept
+    : data_(o.data_), size_(o.size_), capacity_(o.capacity_), pinned_by_(o.pinned_by_) {
     o.data_ = nullptr;
     o.size_ = o.capacity_ = 0;
+    o.pinned_by_ = nullptr;
 }
 
 BounceBuffer &BounceBuffer::operator=(BounceBuffer &&o) noexcept {
@@ -119,30 +130,52 @@ BounceBuffer &BounceBuffer::operator=(BounceBuffer &&o) noexcept {
         data_ = o.data_;
         size_ = o.size_;
         capacity_ = o.capacity_;
+        pinned_by_ = o.pinned_by_;
         o.data_ = nullptr;
         o.size_ = o.capacity_ = 0;
+        o.pinned_by_ = nullptr;
     }
     return *this;
 }
 
-void BounceBuffer::release() {
-    if (!data_) return;
-    std::vector<char *> evicted;
-    if (capacity_ >= kCachedBytes && capacity_ <= kCacheBytes) {
+bool BounceBuffer::pin(Accel *accel) {
+    if (pinned_by_) return true;
+    if (!data_ || !accel || !accel->register_host(data_, capacity_)) return false;
+    pinned_by_ = accel;
+    return true;
+}
+
+void clear_bounce_cache() {
+    std::deque<CachedBounce> all;
+    {
         BounceCache &c = bounce_cache();
         std::lock_guard<std::mutex> lock(c.mutex);
-        c.free.push_back(CachedBounce{data_, capacity_});
-        c.bytes += capacity_;
-        data_ = nullptr;
+        all.swap(c.free);
+        c.bytes = 0;
+    }
+    for (auto &b : all) free_bounce(b);
+}
+
+void BounceBuffer::release() {
+    if (!data_) return;
+    std::vector<CachedBounce> evicted;
+    CachedBounce self{data_, capacity_, pinned_by_};
+    data_ = nullptr;
+    pinned_by_ = nullptr;
+    if (self.capacity >= kCachedBytes && self.capacity <= kCacheBytes) {
+        BounceCache &c = bounce_cache();
+        std::lock_guard<std::mutex> lock(c.mutex);
+        c.free.push_back(self);
+        c.bytes += self.capacity;
         while (c.free.size() > kCacheEntries || c.bytes > kCacheBytes) {
-            evicted.push_back(c.free.front().data);
+            evicted.push_back(c.free.front());
             c.bytes -= c.free.front().capacity;
             c.free.pop_front();
         }
+    } else {
+        evicted.push_back(self);
     }
-    for (char *p : evicted) delete[] p;  // outside the lock
-    delete[] data_;
-    data_ = nullptr;
+    for (auto &b : evicted) free_bounce(b);  // outside the lock
 }
 
 char *MessageBuffer::contiguous_host() const {

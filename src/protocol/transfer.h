@@ -74,13 +74,22 @@ public:
     BounceBuffer &operator=(BounceBuffer &&o) noexcept;
     char *data() const { return data_; }
     std::size_t size() const { return size_; }
+    // Page-locks the buffer with `accel` (once: a cached buffer keeps it), so that a
+    // payload received into it goes to the device by DMA. True when it is pinned.
+    bool pin(Accel *accel);
+    bool pinned() const { return pinned_by_ != nullptr; }
 
 private:
     void release();
     char *data_ = nullptr;
     std::size_t size_ = 0;
     std::size_t capacity_ = 0;
+    Accel *pinned_by_ = nullptr;  // registered with this kind; undone before freeing
 };
+
+// Frees the cached bounce buffers, undoing their registrations (MPI_Finalize, before the
+// accelerators shut down).
+void clear_bounce_cache();
 
 enum class SendMode { STANDARD, BUFFERED, SYNCHRONOUS, READY };
 

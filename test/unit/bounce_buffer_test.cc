@@ -84,3 +84,57 @@ TEST(BounceBuffer, SmallOnesWork) {
     std::memset(a.data(), 1, 200);
     EXPECT_EQ(a.size(), 200u);
 }
+
+namespace {
+// Records registrations, as CudaAccel's cudaHostRegister would make them.
+class RecordingAccel final : public Accel {
+public:
+    BufKind kind() const override { return BufKind::CUDA; }
+    const char *name() const override { return "recording"; }
+    bool available() override { return true; }
+    int capture(void *, std::size_t, const BufferAttrs &, std::unique_ptr<DeviceBuffer> *, std::string *) override {
+        return MPI_ERR_INTERN;
+    }
+    bool register_host(void *p, std::size_t) override {
+        registered.push_back(p);
+        return true;
+    }
+    void unregister_host(void *p) override { unregistered.push_back(p); }
+    std::vector<void *> registered, unregistered;
+};
+}  // namespace
+
+TEST(BounceBuffer, APinnedOneStaysPinnedInTheCacheAndIsUnpinnedWhenFreed) {
+    clear_bounce_cache();
+    RecordingAccel accel;
+    char *p;
+    {
+        BounceBuffer a(24 * kMiB);
+        EXPECT_FALSE(a.pinned());
+        ASSERT_TRUE(a.pin(&accel));
+        EXPECT_TRUE(a.pin(&accel));  // once only
+        p = a.data();
+    }
+    ASSERT_EQ(accel.registered.size(), 1u);
+    EXPECT_EQ(accel.registered[0], p);
+    {
+        BounceBuffer again(24 * kMiB);  // from the cache, still registered
+        EXPECT_EQ(again.data(), p);
+        EXPECT_TRUE(again.pinned());
+        EXPECT_TRUE(again.pin(&accel));
+    }
+    EXPECT_EQ(accel.registered.size(), 1u);
+    EXPECT_TRUE(accel.unregistered.empty());
+    clear_bounce_cache();  // MPI_Finalize: unregistered before the accelerator goes
+    ASSERT_EQ(accel.unregistered.size(), 1u);
+    EXPECT_EQ(accel.unregistered[0], p);
+}
+
+TEST(BounceBuffer, APinnedOneTooLargeToCacheIsUnpinnedWhenReleased) {
+    RecordingAccel accel;
+    {
+        BounceBuffer huge(200 * kMiB);
+        ASSERT_TRUE(huge.pin(&accel));
+    }
+    EXPECT_EQ(accel.unregistered.size(), 1u);
+}

@@ -1240,6 +1240,20 @@ int CudaAccel::capture(void *addr, std::size_t bytes, const BufferAttrs &attrs, 
     return state_->capture(addr, bytes, attrs, out, why);
 }
 
+bool CudaAccel::register_host(void *p, std::size_t bytes) {
+    if (!p || bytes == 0 || !available()) return false;
+    // Portable: pinned for every device's context, whichever device copies from it.
+    if (quiet(cudaHostRegister(p, bytes, cudaHostRegisterPortable)) != cudaSuccess) return false;
+    state_->pinned->add(p, bytes);
+    counter("cuda.host.registered")++;
+    return true;
+}
+
+void CudaAccel::unregister_host(void *p) {
+    state_->pinned->remove(p);
+    quiet(cudaHostUnregister(p));
+}
+
 bool CudaAccel::owns_pointer(const void *addr, int *device_ordinal) {
     if (!addr || !state_->available()) return false;
     PointerInfo info;
