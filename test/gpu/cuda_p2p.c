@@ -1,6 +1,6 @@
 /* Point-to-point transfers between host and CUDA memory, every pairing and both
  * directions, at the sizes that matter to MPI-ACC's protocol: 0, 1, the 200-byte
- * envelope and its neighbours, the 16 KiB device-eager limit, the 256 KiB pipeline chunk,
+ * envelope and its neighbours, the 16 KiB device-eager limit, 256 KiB, the 1 MiB pipeline chunk,
  * 3 chunks + 1, the 8 MiB host rendezvous threshold, and 64 MiB. Buffers are described
  * by an MPIX_ACC_BUF_TYPE attribute or found by pointer query (MPI_CHAR and MPI_DOUBLE on
  * untagged device pointers), and host buffers come plain, tagged MPIX_ACC_BUF_HOST, or
@@ -33,7 +33,10 @@ static const size_t sizes[] = {0,
                                256 * KiB - 1,
                                256 * KiB,
                                256 * KiB + 1,
-                               3 * 256 * KiB + 1,
+                               1 * MiB - 1,
+                               1 * MiB,
+                               1 * MiB + 1,
+                               3 * MiB + 1,
                                8 * MiB - 1,
                                8 * MiB,
                                8 * MiB + 1,

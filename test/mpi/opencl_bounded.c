@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
                 MT_CHECK(p2p_count(&st, MPI_BYTE) == (int)n, "message %d: %d bytes", i, p2p_count(&st, MPI_BYTE));
             }
         }
-        /* 16 MiB in 256 KiB slots from 4 MiB segments: at most 4 pinned allocations. */
+        /* 16 MiB of slots from 4 MiB segments: at most 4 pinned allocations. */
         MT_CHECK(mpiacc_counter_value("opencl.pinned.alloc") <= 4, "%lld pinned allocations for a 16 MiB pool",
                  mpiacc_counter_value("opencl.pinned.alloc"));
         free(h);

@@ -3,13 +3,12 @@
  * MPIACC-TEST-RANKS: 2 */
 #include "opencl_util.h"
 
-static const size_t kChunk = 256 << 10;
-
 static size_t sizes[32];
 static int nsizes;
 
 static void init_sizes(void) {
     const size_t thr = p2p_host_threshold();
+    const size_t kChunk = p2p_chunk_size();
     size_t list[] = {0, 1, 199, 200, 201, kChunk - 1, kChunk, kChunk + 1, 3 * kChunk - 1, 3 * kChunk + 1,
                      thr - 1, thr, thr + 1, (size_t)64 << 20};
     nsizes = (int)(sizeof list / sizeof list[0]);

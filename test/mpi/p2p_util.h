@@ -22,6 +22,20 @@
 
 /* The host rendezvous threshold in effect: MPIACC_HOST_RNDV_THRESHOLD (bytes, with an
  * optional K/M/G suffix), 8 MiB when unset. */
+/* MPIACC_CHUNK_SIZE as the library reads it (default 1 MiB): the pipeline's packet size. */
+static inline size_t p2p_chunk_size(void) {
+    const char *s = getenv("MPIACC_CHUNK_SIZE");
+    size_t v = (size_t)1 << 20;
+    if (s && *s) {
+        char *end = NULL;
+        unsigned long long x = strtoull(s, &end, 10);
+        if (end && (*end == 'k' || *end == 'K')) x <<= 10;
+        if (end && (*end == 'm' || *end == 'M')) x <<= 20;
+        if (x > 0) v = (size_t)x;
+    }
+    return v;
+}
+
 static inline size_t p2p_host_threshold(void) {
     const char *s = getenv("MPIACC_HOST_RNDV_THRESHOLD");
     size_t v = (size_t)8 << 20;
