@@ -40,10 +40,17 @@ struct Scratch {
     std::vector<MPI_Status> statuses;
     std::vector<int> order;
     int left = 0;  // entries with done == 0
-    // One sweep.
-    std::vector<int> batch;
-    std::vector<MPI_Request> handles;
-    std::vector<HostRecv *> recs;
+    // What each pending entry is, worked out once per call and kept while no host receive
+    // changed behind the call's back (HostRecvTable::changes): rounds of a Waitall then
+    // cost one PMPI_Testsome, not a lookup per entry.
+    bool classified = false;
+    std::uint32_t changes = 0;
+    int nbatch = 0;                     // entries MPICH tests: its own requests and host receives
+    std::vector<int> batch;             // (the arrays are sized for the largest call so far)
+    std::vector<MPI_Request> handles;   // their handles (MPICH nulls those it completes)
+    std::vector<HostRecv *> recs;       // their records, null for MPICH's own
+    std::size_t posted_recs = 0;        // records in the batch still POSTED
+    std::vector<int> op_entries;        // entries that are MPI-ACC ops
     std::vector<int> idx;
     std::vector<MPI_Status> sts;
     std::vector<std::pair<int, std::unique_ptr<RecvOp>>> envelopes;
@@ -63,8 +70,17 @@ public:
         if (s_->statuses.size() < static_cast<std::size_t>(count)) s_->statuses.resize(count);
         s_->order.clear();
         s_->left = count;
+        s_->classified = false;
     }
-    ~ScratchLease() { --*depth_; }
+    ~ScratchLease() {
+        --*depth_;
+        // The call's records were marked as tested by it; from now on progress polls
+        // them again (the progress rule), whoever waits for them next.
+        if (s_->classified) {
+            StateLock lock;
+            ++context().host_recvs.epoch;
+        }
+    }
     ScratchLease(const ScratchLease &) = delete;
     ScratchLease &operator=(const ScratchLease &) = delete;
     Scratch &operator*() const { return *s_; }
@@ -87,7 +103,6 @@ Check complete_record(MPI_Request *req, MPI_Status *status, int *rc, bool block,
         HostRecv *rec = ctx.host_recvs.find(*req);
         *found = rec != nullptr;
         if (!rec) return Check::PENDING;
-        rec->seen_epoch = ++ctx.host_recvs.epoch;
         MPI_Request h = *req;
         MPI_Status mst;
         mst.MPI_ERROR = MPI_SUCCESS;
@@ -99,6 +114,7 @@ Check complete_record(MPI_Request *req, MPI_Status *status, int *rc, bool block,
             mrc = PMPI_Test(&h, &flag, &mst);
         }
         if (!flag) return Check::PENDING;
+        ++ctx.host_recvs.changes;  // a multiple-completion call below us may hold it
         op = complete_host_recv(rec, mst, mrc, status, &err, &comm);
         *req = MPI_REQUEST_NULL;
     }
@@ -151,12 +167,53 @@ void mark_done(Scratch &s, int i, char how, std::vector<int> *order) {
     if (how == 1 && order) order->push_back(i);
 }
 
+// Sorts the entries still pending into the MPICH batch (with their records) and MPI-ACC's
+// ops, and marks the records as tested by this call. Caller holds the StateLock.
+void classify(int count, MPI_Request reqs[], Scratch &s, std::vector<int> *order) {
+    Context &ctx = context();
+    HostRecvTable &t = ctx.host_recvs;
+    const std::uint32_t epoch = ++t.epoch;
+    const bool any_recs = !t.empty(), any_ops = !ctx.user_ops.empty();
+    if (s.batch.size() < static_cast<std::size_t>(count)) {
+        s.batch.resize(count);
+        s.handles.resize(count);
+        s.recs.resize(count);
+    }
+    int n = 0;
+    s.op_entries.clear();
+    s.posted_recs = 0;
+    for (int i = 0; i < count; ++i) {
+        if (s.done[i]) continue;
+        if (reqs[i] == MPI_REQUEST_NULL) {
+            mark_done(s, i, 2, order);  // null: not counted as completed by this call
+            continue;
+        }
+        HostRecv *rec = any_recs ? t.find(reqs[i]) : nullptr;
+        if (rec) {
+            rec->seen_epoch = epoch;  // progress rounds during this call skip it
+            if (rec->state == HostRecv::State::POSTED) ++s.posted_recs;
+        } else if (any_ops && find_user_op(reqs[i])) {
+            s.op_entries.push_back(i);
+            continue;
+        }
+        s.batch[n] = i;
+        s.handles[n] = reqs[i];
+        s.recs[n] = rec;
+        ++n;
+    }
+    s.nbatch = n;
+    s.changes = t.changes;
+    s.classified = true;
+}
+
 // One round over an array for the multiple-completion calls: requests MPICH can complete
 // by itself (its own, and host receives) are tested together with one PMPI_Testsome (one
 // progress poll, not one per request); MPI-ACC's ops are checked for completion. Marks
 // newly settled entries in s.done and returns how many completed, at most `limit`.
+// `wait`: the caller would only poll again, so when nothing of MPI-ACC's but this
+// batch's host receives is in flight, block in MPICH until one of them completes.
 int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit, std::vector<int> *order,
-          unsigned round) {
+          unsigned round, bool wait) {
     Context &ctx = context();
     int newly = 0;
     bool per_request_pass = false;
@@ -166,55 +223,50 @@ int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit,
         // Held through PMPI_Testsome: it frees the requests of host receives, which a
         // progress round on another thread would otherwise poll at the same time.
         StateLock lock;
-        const std::uint32_t epoch = ++ctx.host_recvs.epoch;
-        const bool any_recs = !ctx.host_recvs.empty(), any_ops = !ctx.user_ops.empty();
-        s.batch.clear();
-        s.handles.clear();
-        s.recs.clear();
-        for (int i = 0; i < count; ++i) {
-            if (s.done[i]) continue;
-            if (reqs[i] == MPI_REQUEST_NULL) {
-                mark_done(s, i, 2, order);  // null: not counted as completed by this call
+        if (!s.classified || s.changes != ctx.host_recvs.changes) classify(count, reqs, s, order);
+        for (int i : s.op_entries) {
+            if (s.done[i] || newly >= limit) continue;
+            Op *op = find_user_op(reqs[i]);
+            if (!op) continue;
+            if (op->persistent() && !op->active()) {
+                mark_done(s, i, 2, order);
                 continue;
             }
-            HostRecv *rec = any_recs ? ctx.host_recvs.find(reqs[i]) : nullptr;
-            if (rec) {
-                rec->seen_epoch = epoch;  // the progress round after this sweep skips it
-            } else if (Op *op = any_ops ? find_user_op(reqs[i]) : nullptr) {
-                if (newly >= limit) continue;
-                if (op->persistent() && !op->active()) {
-                    mark_done(s, i, 2, order);
-                    continue;
-                }
-                if (!op->complete) continue;
-                MPI_Comm comm = op->comm;
-                st[i].MPI_ERROR = MPI_SUCCESS;
-                s.errs[i] = retire_user_op(&reqs[i], &st[i]);
-                if (s.errs[i] != MPI_SUCCESS) s.raise.emplace_back(comm, s.errs[i]);
-                mark_done(s, i, 1, order);
-                ++newly;
-                continue;
-            }
-            s.batch.push_back(i);
-            s.handles.push_back(reqs[i]);
-            s.recs.push_back(rec);
+            if (!op->complete) continue;
+            MPI_Comm comm = op->comm;
+            st[i].MPI_ERROR = MPI_SUCCESS;
+            s.errs[i] = retire_user_op(&reqs[i], &st[i]);
+            if (s.errs[i] != MPI_SUCCESS) s.raise.emplace_back(comm, s.errs[i]);
+            mark_done(s, i, 1, order);
+            ++newly;
         }
         // Inactive persistent MPICH requests never show up in MPI_Testsome; a per-request
         // pass now and then finds them.
-        if (!s.batch.empty() && newly < limit && round % 64 == 63) {
+        if (s.nbatch != 0 && newly < limit && round % 64 == 63) {
             per_request_pass = true;
-        } else if (!s.batch.empty() && newly < limit) {
-            const int n = static_cast<int>(s.handles.size());
+        } else if (s.nbatch != 0 && newly < limit) {
+            const int n = s.nbatch;
             int outcount = 0;
-            s.idx.resize(n);
-            s.sts.resize(n);
+            if (s.idx.size() < static_cast<std::size_t>(n)) {
+                s.idx.resize(n);
+                s.sts.resize(n);
+            }
             for (int k = 0; k < n; ++k) s.sts[k].MPI_ERROR = MPI_SUCCESS;
             int rc;
+            // Blocking is safe when everything pending is a receive of this batch: no op
+            // needs driving, and an envelope completes its receive, which returns here.
+            // Not with other threads about: the StateLock is held.
+            const bool block = wait && newly == 0 && !ctx.locking && ctx.pending == s.posted_recs;
             if (limit - newly == 1) {
                 // MPI_Waitany/Testany: MPICH must complete (and free) no more than one
                 // request, or the others' results would be lost with their handles.
                 int flag = 0, index = MPI_UNDEFINED;
-                rc = PMPI_Testany(n, s.handles.data(), &index, &flag, &s.sts[0]);
+                if (block) {
+                    rc = PMPI_Waitany(n, s.handles.data(), &index, &s.sts[0]);
+                    flag = 1;
+                } else {
+                    rc = PMPI_Testany(n, s.handles.data(), &index, &flag, &s.sts[0]);
+                }
                 if (flag && index == MPI_UNDEFINED) {
                     outcount = MPI_UNDEFINED;
                 } else if (flag) {
@@ -223,11 +275,14 @@ int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit,
                     if (rc != MPI_SUCCESS) s.sts[0].MPI_ERROR = rc;
                     rc = MPI_ERR_IN_STATUS;
                 }
+            } else if (block) {
+                rc = PMPI_Waitsome(n, s.handles.data(), &outcount, s.idx.data(), s.sts.data());
             } else {
                 rc = PMPI_Testsome(n, s.handles.data(), &outcount, s.idx.data(), s.sts.data());
             }
             if (outcount == MPI_UNDEFINED) {
-                for (int i : s.batch) mark_done(s, i, 2, order);  // all inactive
+                for (int k = 0; k < n; ++k)
+                    if (!s.done[s.batch[k]]) mark_done(s, s.batch[k], 2, order);  // all inactive
                 outcount = 0;
             }
             for (int k = 0; k < outcount; ++k) {
@@ -235,6 +290,8 @@ int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit,
                 const int mrc = rc == MPI_ERR_IN_STATUS ? s.sts[k].MPI_ERROR : rc;
                 if (HostRecv *rec = s.recs[s.idx[k]]) {
                     MPI_Comm comm;
+                    if (rec->state == HostRecv::State::POSTED) --s.posted_recs;
+                    s.recs[s.idx[k]] = nullptr;
                     st[i].MPI_ERROR = MPI_SUCCESS;
                     std::unique_ptr<RecvOp> op = complete_host_recv(rec, s.sts[k], mrc, &st[i], &s.errs[i], &comm);
                     reqs[i] = MPI_REQUEST_NULL;
@@ -261,7 +318,7 @@ int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit,
     s.envelopes.clear();
     for (const auto &r : s.raise) PMPI_Comm_call_errhandler(r.first, r.second);
     if (per_request_pass) {
-        for (std::size_t k = 0; k < s.batch.size() && newly < limit; ++k) {
+        for (int k = 0; k < s.nbatch && newly < limit; ++k) {
             int i = s.batch[k], rc;
             if (s.done[i]) continue;
             st[i].MPI_ERROR = MPI_SUCCESS;
@@ -271,6 +328,8 @@ int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit,
             mark_done(s, i, c == Check::DONE ? 1 : 2, order);
             if (c == Check::DONE) ++newly;
         }
+        // Its completions freed requests the cached batch still names.
+        s.classified = false;
     }
     return newly;
 }
@@ -340,7 +399,7 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]) {
     Scratch &s = *lease;
     MPI_Status *st = statuses == MPI_STATUSES_IGNORE ? s.statuses.data() : statuses;
     for (unsigned round = 0;; ++round) {
-        sweep(count, reqs, s, st, count, nullptr, round);
+        sweep(count, reqs, s, st, count, nullptr, round, true);
         if (s.left == 0) break;
         // Host receives outside this array still get polled every 16th round: one of
         // them may hold an envelope whose sender waits for our CTS.
@@ -377,7 +436,7 @@ static int any_common(int count, MPI_Request reqs[], int *index, int *flag, MPI_
     Scratch &s = *lease;
     MPI_Status *st = s.statuses.data();
     for (unsigned round = 0;; ++round) {
-        sweep(count, reqs, s, st, 1, &s.order, round);
+        sweep(count, reqs, s, st, 1, &s.order, round, wait);
         if (!s.order.empty()) {
             *index = s.order.front();
             *flag = 1;
@@ -419,7 +478,7 @@ static int some_common(int incount, MPI_Request reqs[], int *outcount, int indic
     Scratch &s = *lease;
     MPI_Status *st = s.statuses.data();
     for (unsigned round = 0;; ++round) {
-        sweep(incount, reqs, s, st, incount, &s.order, round);
+        sweep(incount, reqs, s, st, incount, &s.order, round, wait);
         if (!s.order.empty() || !wait || s.left == 0) break;
         progress_poke(round % 16 != 15);
     }

@@ -220,6 +220,13 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     return MPI_SUCCESS;
 }
 
+// The commonest nonblocking receive (builtin type, host memory, no stashed envelope that
+// could match first): a record, no RecvOp, no look at anything else.
+inline bool plain_host_irecv(const Context &ctx, const void *buf, int count, MPI_Datatype type, int source) {
+    return ctx.initialized && source != MPI_PROC_NULL && is_builtin_type(type) && count >= 0 &&
+           ctx.stash.empty() && buffer_is_plain_host(ctx, buf);
+}
+
 int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, const char *call,
                 MPI_Status *status, MPI_Request *request) {
     Context &ctx = context();
@@ -227,8 +234,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
         if (request) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
         return PMPI_Recv(buf, count, type, source, tag, comm, status);
     }
-    // The commonest nonblocking receive (builtin type, host memory): a record, no RecvOp.
-    if (request && is_builtin_type(type) && count >= 0 && ctx.stash.empty() && buffer_is_plain_host(ctx, buf))
+    if (request && plain_host_irecv(ctx, buf, count, type, source))
         return post_host_recv(buf, count, type, static_cast<std::size_t>(count) * builtin_type_size(type), source,
                               tag, comm, call, request);
     // The smallest, commonest receive (blocking, builtin type, host memory, shorter than
@@ -423,6 +429,12 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
     return recv_common(buf, count, type, source, tag, comm, "MPI_Recv", status, nullptr);
 }
 int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request *req) {
+    // Checked here too: recv_common's frame (bounce buffers on the stack) costs more than
+    // this whole path.
+    Context &ctx = context();
+    if (plain_host_irecv(ctx, buf, count, type, source))
+        return post_host_recv(buf, count, type, static_cast<std::size_t>(count) * builtin_type_size(type), source,
+                              tag, comm, "MPI_Irecv", req);
     return recv_common(buf, count, type, source, tag, comm, "MPI_Irecv", MPI_STATUS_IGNORE, req);
 }
 

@@ -46,30 +46,38 @@ void InPlaceRanges::remove(Token token) {
 
 // ---------------------------------------------------------------- HostRecvTable
 
-HostRecv *HostRecvTable::acquire() {
-    if (free_.empty()) {
-        chunks_.push_back(std::make_unique<HostRecv[]>(kChunk));
-        HostRecv *chunk = chunks_.back().get();
-        for (std::size_t i = kChunk; i-- > 0;) free_.push_back(&chunk[i]);
-    }
-    HostRecv *rec = free_.back();
-    free_.pop_back();
-    rec->live_pos = static_cast<std::uint32_t>(live_.size());
-    live_.push_back(rec);
-    return rec;
+void HostRecvTable::add_chunk() {
+    chunks_.push_back(std::make_unique<HostRecv[]>(kChunk));
+    HostRecv *chunk = chunks_.back().get();
+    for (std::size_t i = kChunk; i-- > 0;) free_.push_back(&chunk[i]);
 }
 
 void HostRecvTable::release(HostRecv *rec) {
-    HostRecv *last = live_.back();
-    live_[rec->live_pos] = last;
-    last->live_pos = rec->live_pos;
-    live_.pop_back();
     rec->state = HostRecv::State::FREE;
     rec->detached = false;
     rec->handle = MPI_REQUEST_NULL;
-    rec->type = TypeRef();
+    if (!rec->builtin) rec->derived_type = TypeRef();
     if (rec->large.data()) rec->large = BounceBuffer();
     free_.push_back(rec);
+}
+
+void HostRecvTable::collect(std::vector<HostRecv *> *out) const {
+    out->clear();
+    if (indexed_ != 0)
+        for (const Slot &s : slots_)
+            if (s.key != MPI_REQUEST_NULL) out->push_back(s.rec);
+    out->insert(out->end(), detached_.begin(), detached_.end());
+}
+
+void HostRecvTable::detach(HostRecv *rec) {
+    unindex(rec);
+    rec->detached = true;
+    detached_.push_back(rec);
+}
+
+void HostRecvTable::undetach(HostRecv *rec) {
+    auto it = std::find(detached_.begin(), detached_.end(), rec);
+    if (it != detached_.end()) detached_.erase(it);
 }
 
 void HostRecvTable::grow() {
@@ -85,15 +93,6 @@ void HostRecvTable::grow() {
         while (slots_[i].key != MPI_REQUEST_NULL) i = (i + 1) & mask_;
         slots_[i] = s;
     }
-}
-
-void HostRecvTable::index(HostRecv *rec) {
-    // At most half full, so probe runs stay short.
-    if (2 * (indexed_ + 1) > slots_.size()) grow();
-    std::size_t i = home(rec->handle);
-    while (slots_[i].key != MPI_REQUEST_NULL) i = (i + 1) & mask_;
-    slots_[i] = Slot{rec->handle, rec};
-    ++indexed_;
 }
 
 void HostRecvTable::unindex(HostRecv *rec) {
@@ -158,7 +157,7 @@ bool take_matched(HostRecv *rec, MPI_Status st) {
     if (err != MPI_SUCCESS || n != len) set_status(&st, st.MPI_SOURCE, st.MPI_TAG, n, err, false);
     if (!rec->in_place && n > 0) {
         if (rec->builtin) std::memcpy(rec->buf, rec->landing(), n);
-        else unpack_range(rec->landing(), n, rec->buf, rec->count, rec->type.get(), 0);
+        else unpack_range(rec->landing(), n, rec->buf, rec->count, rec->datatype, 0);
     }
     rec->status = st;
     rec->error = err;
@@ -171,7 +170,7 @@ std::unique_ptr<RecvOp> envelope_op(HostRecv *rec, const MPI_Status &st, MPI_Req
     MessageBuffer mb;
     std::string why;
     // Host memory with a type the post already accepted: this cannot fail.
-    make_message_buffer(rec->buf, rec->count, rec->type.get(), BufferAttrs{}, &mb, &why);
+    make_message_buffer(rec->buf, rec->count, rec->datatype, BufferAttrs{}, &mb, &why);
     std::unique_ptr<RecvOp> op;
     RecvOp::from_host_receive(std::move(mb), rec->landing(), st, rec->comm, rec->call, held, &op);
     return op;
@@ -183,6 +182,7 @@ void finish_detached(HostRecv *rec, const MPI_Status &st) {
     std::unique_ptr<RecvOp> op;
     if (take_matched(rec, st)) op = envelope_op(rec, st, MPI_REQUEST_NULL);
     settle_record(rec);
+    ctx.host_recvs.undetach(rec);
     ctx.host_recvs.release(rec);
     if (op) add_detached_op(std::move(op));
 }
@@ -205,7 +205,12 @@ int post_host_recv(void *buf, int count, MPI_Datatype type, std::size_t bytes, i
     rec->buf = buf;
     rec->count = count;
     rec->builtin = builtin;
-    rec->type = TypeRef(type);  // duplicates derived types only
+    if (builtin) {
+        rec->datatype = type;
+    } else {
+        rec->derived_type = TypeRef(type);
+        rec->datatype = rec->derived_type.get();
+    }
     rec->comm = comm;
     rec->call = call;
     rec->bytes = bytes;
@@ -288,6 +293,7 @@ HostRecvPoll poll_host_recv(HostRecv *rec) {
     int rc = PMPI_Request_get_status(rec->handle, &flag, &st);
     if (!flag) return HostRecvPoll::PENDING;
     if (rc != MPI_SUCCESS) st.MPI_ERROR = rc;
+    ++ctx.host_recvs.changes;
     if (!take_matched(rec, st)) {
         settle_record(rec);
         rec->state = HostRecv::State::DELIVERED;
@@ -308,43 +314,38 @@ void poll_host_recvs() {
     Context &ctx = context();
     HostRecvTable &t = ctx.host_recvs;
     const std::uint32_t epoch = t.epoch;
-    for (std::size_t i = 0; i < t.live();) {
-        HostRecv *rec = t.live_at(i);
-        if (rec->state != HostRecv::State::POSTED || rec->seen_epoch == epoch) {
-            ++i;
-            continue;
-        }
+    // A copy: polling changes the index (promotions) and the detached list.
+    static thread_local std::vector<HostRecv *> recs;
+    t.collect(&recs);
+    for (HostRecv *rec : recs) {
+        if (rec->state != HostRecv::State::POSTED || rec->seen_epoch == epoch) continue;
         if (rec->detached) {
             // Nobody holds the handle: complete (and free) MPICH's request here.
             MPI_Status st;
             st.MPI_ERROR = MPI_SUCCESS;
             int flag = 0;
             int rc = PMPI_Test(&rec->handle, &flag, &st);
-            if (!flag) {
-                ++i;
-                continue;
-            }
+            if (!flag) continue;
             if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) st.MPI_ERROR = rc;
-            finish_detached(rec, st);  // release moved another record into slot i
+            finish_detached(rec, st);
             continue;
         }
-        if (poll_host_recv(rec) != HostRecvPoll::PROMOTED) ++i;
+        poll_host_recv(rec);
     }
 }
 
 int free_host_recv(HostRecv *rec) {
     Context &ctx = context();
-    // The MPICH request stays allocated until it is freed below or tested by progress,
-    // so its handle value cannot come back for another record meanwhile.
-    ctx.host_recvs.unindex(rec);
+    ++ctx.host_recvs.changes;
     if (rec->state == HostRecv::State::DELIVERED) {
+        ctx.host_recvs.unindex(rec);
         PMPI_Request_free(&rec->handle);
         ctx.host_recvs.release(rec);
         return MPI_SUCCESS;
     }
     // MPI_Request_free on an active receive: it still completes (and may hold an
     // envelope whose sender waits); progress finishes it.
-    rec->detached = true;
+    ctx.host_recvs.detach(rec);
     return MPI_SUCCESS;
 }
 
@@ -354,24 +355,22 @@ int cancel_host_recv(HostRecv *rec) {
 }
 
 void cancel_detached_host_recvs() {
-    HostRecvTable &t = context().host_recvs;
-    for (std::size_t i = 0; i < t.live(); ++i)
-        if (t.live_at(i)->detached) PMPI_Cancel(&t.live_at(i)->handle);
+    std::vector<HostRecv *> recs;
+    context().host_recvs.collect(&recs);
+    for (HostRecv *rec : recs)
+        if (rec->detached) PMPI_Cancel(&rec->handle);
 }
 
-bool detached_host_recvs_left() {
-    HostRecvTable &t = context().host_recvs;
-    for (std::size_t i = 0; i < t.live(); ++i)
-        if (t.live_at(i)->detached) return true;
-    return false;
-}
+bool detached_host_recvs_left() { return context().host_recvs.any_detached(); }
 
 void release_all_host_recvs() {
     Context &ctx = context();
     HostRecvTable &t = ctx.host_recvs;
-    while (!t.empty()) {
-        HostRecv *rec = t.live_at(t.live() - 1);
-        t.unindex(rec);
+    std::vector<HostRecv *> recs;
+    t.collect(&recs);
+    for (HostRecv *rec : recs) {
+        if (rec->detached) t.undetach(rec);
+        else t.unindex(rec);
         if (rec->state == HostRecv::State::POSTED) PMPI_Cancel(&rec->handle);
         PMPI_Request_free(&rec->handle);
         settle_record(rec);

@@ -44,7 +44,8 @@ private:
     std::uintptr_t min_lo_ = UINTPTR_MAX, max_hi_ = 0;
 };
 
-// One host MPI_Irecv. POD-like apart from its RAII members, reused from a slab.
+// One host MPI_Irecv, reused from a slab. The fields a post and a completion touch come
+// first, in one cache line: a window of receives walks that many records per round.
 struct HostRecv {
     enum class State : std::uint8_t {
         FREE,
@@ -56,32 +57,45 @@ struct HostRecv {
     bool detached = false;  // MPI_Request_free'd while posted: finished by progress alone
     bool builtin = false;   // builtin datatype: copy-out is a memcpy
     MPI_Request handle = MPI_REQUEST_NULL;  // MPICH's request, handed to the user as is
-    void *buf = nullptr;
-    int count = 0;
-    TypeRef type;  // keeps a derived type alive past the user's MPI_Type_free
-    MPI_Comm comm = MPI_COMM_NULL;
-    const char *call = "";
-    std::size_t bytes = 0;  // packed capacity of the user's buffer
-    char *contiguous = nullptr;  // the user's bytes as one run, when they are one
+    std::uint32_t seen_epoch = 0;           // completion call that is testing it
     InPlaceRanges::Token range = 0;
-    std::uint32_t live_pos = 0;    // position in HostRecvTable's live list
-    std::uint32_t seen_epoch = 0;  // last completion sweep that tested it
-    MPI_Status status{};           // DELIVERED
-    int error = MPI_SUCCESS;       // DELIVERED
-    BounceBuffer large;            // landing area for bounced receives past an envelope's size
+    void *buf = nullptr;
+    std::size_t bytes = 0;       // packed capacity of the user's buffer
+    char *contiguous = nullptr;  // the user's bytes as one run, when they are one
+    int count = 0;
+    MPI_Datatype datatype = MPI_DATATYPE_NULL;  // builtin, or derived_type's duplicate
+    MPI_Comm comm = MPI_COMM_NULL;
+    int error = MPI_SUCCESS;  // DELIVERED
+    const char *call = "";
+    MPI_Status status{};      // DELIVERED
+    TypeRef derived_type;     // keeps a derived type alive past the user's MPI_Type_free
+    BounceBuffer large;       // landing area for bounced receives past an envelope's size
     alignas(16) char small[kEnvelopeBytes];  // landing area for receives smaller than an envelope
 
     char *landing() { return in_place ? contiguous : large.data() ? large.data() : small; }
 };
 
-// The records: a slab (stable addresses), a free list, the live list progress polls, and
-// an index from MPICH request handle to record (linear probing, backward-shift deletion).
+// The records: a slab (stable addresses) with a free list, and an index from MPICH
+// request handle to record (linear probing, backward-shift deletion) that progress also
+// walks to poll them. Records the user freed while posted leave the index for a list.
 class HostRecvTable {
 public:
-    HostRecv *acquire();
+    HostRecv *acquire() {
+        if (free_.empty()) add_chunk();
+        HostRecv *rec = free_.back();
+        free_.pop_back();
+        return rec;
+    }
     // Back to the free list; the caller has unindexed it and settled its MPICH request.
     void release(HostRecv *rec);
-    void index(HostRecv *rec);
+    void index(HostRecv *rec) {
+        // At most half full, so probe runs stay short.
+        if (2 * (indexed_ + 1) > slots_.size()) grow();
+        std::size_t i = home(rec->handle);
+        while (slots_[i].key != MPI_REQUEST_NULL) i = (i + 1) & mask_;
+        slots_[i] = Slot{rec->handle, rec};
+        ++indexed_;
+    }
     void unindex(HostRecv *rec);
     HostRecv *find(MPI_Request handle) const {
         if (indexed_ == 0) return nullptr;
@@ -91,12 +105,18 @@ public:
             if (s.key == MPI_REQUEST_NULL) return nullptr;
         }
     }
-    bool empty() const { return live_.empty(); }
-    std::size_t live() const { return live_.size(); }
-    HostRecv *live_at(std::size_t i) const { return live_[i]; }
-    // Bumped by each completion sweep; records it tested are not polled again by the
-    // progress round that follows.
+    bool empty() const { return indexed_ == 0 && detached_.empty(); }
+    // Every record in use, indexed first, then detached ones.
+    void collect(std::vector<HostRecv *> *out) const;
+    void detach(HostRecv *rec);    // unindexes it and keeps it on the detached list
+    void undetach(HostRecv *rec);  // off the detached list (before release)
+    bool any_detached() const { return !detached_.empty(); }
+    // Bumped when a completion call sorts its requests (records it will test are marked
+    // with it, and progress rounds meanwhile do not poll them) and when the call ends.
     std::uint32_t epoch = 0;
+    // Bumped when a record changes outside a completion call's own PMPI_Testsome (a poll
+    // delivered or promoted it): such calls must sort their requests again.
+    std::uint32_t changes = 0;
 
 private:
     struct Slot {
@@ -110,11 +130,12 @@ private:
                                          0x9E3779B97F4A7C15ull) >> shift_);
     }
     void grow();
+    void add_chunk();
 
     static constexpr std::size_t kChunk = 64;
     std::vector<std::unique_ptr<HostRecv[]>> chunks_;
     std::vector<HostRecv *> free_;
-    std::vector<HostRecv *> live_;
+    std::vector<HostRecv *> detached_;
     std::vector<Slot> slots_;
     std::size_t mask_ = 0, indexed_ = 0;
     unsigned shift_ = 63;
