@@ -289,14 +289,16 @@ int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit,
                 const int i = s.batch[s.idx[k]];
                 const int mrc = rc == MPI_ERR_IN_STATUS ? s.sts[k].MPI_ERROR : rc;
                 if (HostRecv *rec = s.recs[s.idx[k]]) {
-                    MPI_Comm comm;
                     if (rec->state == HostRecv::State::POSTED) --s.posted_recs;
                     s.recs[s.idx[k]] = nullptr;
-                    st[i].MPI_ERROR = MPI_SUCCESS;
-                    std::unique_ptr<RecvOp> op = complete_host_recv(rec, s.sts[k], mrc, &st[i], &s.errs[i], &comm);
                     reqs[i] = MPI_REQUEST_NULL;
-                    if (op) s.envelopes.emplace_back(i, std::move(op));
-                    else if (s.errs[i] != MPI_SUCCESS) s.raise.emplace_back(comm, s.errs[i]);
+                    if (!complete_host_recv_fast(rec, s.sts[k], mrc, &st[i])) {
+                        MPI_Comm comm;
+                        st[i].MPI_ERROR = MPI_SUCCESS;
+                        std::unique_ptr<RecvOp> op = complete_host_recv(rec, s.sts[k], mrc, &st[i], &s.errs[i], &comm);
+                        if (op) s.envelopes.emplace_back(i, std::move(op));
+                        else if (s.errs[i] != MPI_SUCCESS) s.raise.emplace_back(comm, s.errs[i]);
+                    }
                 } else {
                     reqs[i] = s.handles[s.idx[k]];
                     st[i] = s.sts[k];

@@ -269,6 +269,20 @@ std::unique_ptr<RecvOp> complete_host_recv(HostRecv *rec, const MPI_Status &mpic
     return op;
 }
 
+bool complete_host_recv_fast(HostRecv *rec, const MPI_Status &mpich_status, int mpich_rc, MPI_Status *status) {
+    const std::size_t len = received_bytes(mpich_status);
+    if (rec->state != HostRecv::State::POSTED || !rec->builtin || mpich_rc != MPI_SUCCESS ||
+        len == kEnvelopeBytes || len > rec->bytes || status_cancelled(mpich_status))
+        return false;
+    if (!rec->in_place && len > 0) std::memcpy(rec->buf, rec->landing(), len);
+    *status = mpich_status;
+    Context &ctx = context();
+    ctx.host_recvs.unindex(rec);
+    settle_record(rec);
+    ctx.host_recvs.release(rec);
+    return true;
+}
+
 int finish_envelope_op(std::unique_ptr<RecvOp> op, MPI_Status *status) {
     progress_until([&] {
         StateLock lock;

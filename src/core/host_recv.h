@@ -153,6 +153,12 @@ int post_host_recv(void *buf, int count, MPI_Datatype type, std::size_t bytes, i
 std::unique_ptr<RecvOp> complete_host_recv(HostRecv *rec, const MPI_Status &mpich_status, int mpich_rc,
                                            MPI_Status *status, int *error, MPI_Comm *comm);
 
+// The common case of the above, for completion calls to try first: a posted receive of a
+// builtin type whose payload fit and whose MPICH status is already exact. Copies a bounced
+// payload out, fills *status (all of it) and releases the record; false, touching
+// nothing, for anything else. Caller holds the StateLock.
+bool complete_host_recv_fast(HostRecv *rec, const MPI_Status &mpich_status, int mpich_rc, MPI_Status *status);
+
 // Drives a RecvOp from complete_host_recv to its end: *status (MPI_ERROR untouched) and
 // the error. Not under the StateLock: the rendezvous may wait for another thread's send.
 int finish_envelope_op(std::unique_ptr<RecvOp> op, MPI_Status *status);
