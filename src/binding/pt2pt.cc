@@ -220,6 +220,13 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     return MPI_SUCCESS;
 }
 
+// The commonest nonblocking receive (builtin type, host memory, no stashed envelope that
+// could match first): a record, no RecvOp, no look at anything else.
+inline bool plain_host_irecv(const Context &ctx, const void *buf, int count, MPI_Datatype type, int source) {
+    return ctx.initialized && source != MPI_PROC_NULL && is_builtin_type(type) && count >= 0 &&
+           ctx.stash.empty() && buffer_is_plain_host(ctx, buf);
+}
+
 int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, const char *call,
                 MPI_Status *status, MPI_Request *request) {
     Context &ctx = context();
@@ -227,6 +234,9 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
         if (request) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
         return PMPI_Recv(buf, count, type, source, tag, comm, status);
     }
+    if (request && plain_host_irecv(ctx, buf, count, type, source))
+        return post_host_recv(buf, count, type, static_cast<std::size_t>(count) * builtin_type_size(type), source,
+                              tag, comm, call, request);
     // The smallest, commonest receive (blocking, builtin type, host memory, shorter than
     // an envelope, nothing in flight): one bounce on the stack and one copy, no more.
     if (!request && is_builtin_type(type) && count >= 0 && ctx.stash.empty() && !transfers_in_flight()) {
@@ -266,6 +276,10 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
         if (request) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
         return PMPI_Recv(buf, count, type, source, tag, comm, status);
     }
+    // Host receives hand MPICH's own request to the user (no generalized request on the
+    // host path); completion calls test it directly and finish what an envelope starts.
+    if (request && attrs.kind == BufKind::HOST)
+        return post_host_recv(buf, count, type, static_cast<std::size_t>(n), source, tag, comm, call, request);
 
     // A host buffer that can hold an envelope, laid out contiguously, receives in place.
     // Others land in a bounce buffer first: smaller ones because an envelope must fit,
@@ -326,25 +340,17 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     MessageBuffer mb;
     int rc = make_message_buffer(buf, count, type, attrs, &mb, &why);
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
-    // Host receives hand MPICH's own request to the user (no generalized request on the
-    // host path); completion calls test it directly and finish what an envelope starts.
-    const bool watch = request && mb.kind == BufKind::HOST;
-    const RecvOp::Posting posting = !watch ? RecvOp::Posting::BOUNCE
-                                    : in_place ? RecvOp::Posting::IN_PLACE
-                                               : RecvOp::Posting::WATCHED_BOUNCE;
     std::unique_ptr<RecvOp> op;
-    MPI_Request matching = MPI_REQUEST_NULL;
     {
         StateLock lock;
-        rc = RecvOp::post(std::move(mb), source, tag, comm, call, posting, &op, &matching);
+        rc = RecvOp::post(std::move(mb), source, tag, comm, call, RecvOp::Posting::BOUNCE, &op, nullptr);
     }
     if (rc != MPI_SUCCESS) {
         PMPI_Comm_call_errhandler(comm, rc);
         return rc;
     }
     if (!request) return finish_blocking_op(op.get(), status);
-    *request = watch ? register_user_op(std::move(op), Op::Handle::WATCHED, matching)
-                     : register_user_op(std::move(op), Op::Handle::GREQUEST, MPI_REQUEST_NULL);
+    *request = register_user_op(std::move(op), Op::Handle::GREQUEST, MPI_REQUEST_NULL);
     return MPI_SUCCESS;
 }
 
@@ -423,6 +429,12 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
     return recv_common(buf, count, type, source, tag, comm, "MPI_Recv", status, nullptr);
 }
 int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request *req) {
+    // Checked here too: recv_common's frame (bounce buffers on the stack) costs more than
+    // this whole path.
+    Context &ctx = context();
+    if (plain_host_irecv(ctx, buf, count, type, source))
+        return post_host_recv(buf, count, type, static_cast<std::size_t>(count) * builtin_type_size(type), source,
+                              tag, comm, "MPI_Irecv", req);
     return recv_common(buf, count, type, source, tag, comm, "MPI_Irecv", MPI_STATUS_IGNORE, req);
 }
 

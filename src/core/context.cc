@@ -115,10 +115,11 @@ void finalize_context() {
         StateLock lock;
         for (auto &op : ctx.detached_ops)
             if (dynamic_cast<RecvOp *>(op.get())) op->cancel();
+        cancel_detached_host_recvs();
     }
     progress_until([&] {
         StateLock lock;
-        return ctx.detached_ops.empty();
+        return ctx.detached_ops.empty() && !detached_host_recvs_left();
     });
     if (ctx.progress_thread.joinable()) {
         ctx.stop_progress_thread = true;
@@ -126,6 +127,7 @@ void finalize_context() {
     }
     StateLock lock;
     ctx.user_ops.clear();
+    release_all_host_recvs();
     ctx.stash.clear();
     ctx.probed_messages.clear();
     ctx.pending = 0;

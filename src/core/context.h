@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/host_recv.h"
 #include "core/knobs.h"
 
 namespace mpiacc {
@@ -67,12 +68,14 @@ public:
     std::unordered_map<MPI_Datatype, int> tagged_types;
     std::atomic<std::size_t> tagged_type_count{0};
 
+    // Host nonblocking receives, by their MPICH request handle (core/host_recv.h).
+    HostRecvTable host_recvs;
     // User-visible requests MPI-ACC must see completed, by handle.
     std::unordered_map<MPI_Request, std::unique_ptr<Op>> user_ops;
     // Operations nobody waits for: freed by the user while active, or internal.
     std::vector<std::unique_ptr<Op>> detached_ops;
-    // Incomplete operations (user and detached). While zero, blocking calls go straight
-    // to PMPI (DESIGN 2.6).
+    // Incomplete operations (user and detached ops, and posted host receives). While
+    // zero, blocking calls go straight to PMPI (DESIGN 2.6).
     std::size_t pending = 0;
     // Senders waiting for CTS/FIN, by transfer id.
     std::unordered_map<std::uint64_t, SendOp *> senders;
@@ -81,10 +84,8 @@ public:
     // Pipeline receives past their CTS, by sender world rank (MPIACC_PIPELINE_TRANSFERS).
     std::unordered_map<int, int> pipelines_from;
     std::unique_ptr<ControlChannel> control;
-    // Host buffers with an in-place receive pending: start -> end. A second receive that
-    // overlaps one lands in a bounce buffer instead, or two envelopes could land in the
-    // same bytes before either is read (OSU-style windows reuse one buffer).
-    std::map<std::uintptr_t, std::uintptr_t> in_place_ranges;
+    // Host buffers with an in-place receive pending (host records and RecvOps alike).
+    InPlaceRanges in_place_ranges;
     // Envelopes a probe had to receive to learn the real size, in arrival order.
     std::deque<std::unique_ptr<StashedEnvelope>> stash;
     // Message handles given out by MPI_Mprobe for stashed envelopes.

@@ -37,16 +37,17 @@ void settle_pending(Op *op) {
     note_completion(op);
 }
 
-void progress_poke(bool skip_testable) {
+void progress_poke(bool skip_host_recvs) {
     Context &ctx = context();
     StateLock lock;
     if (ctx.pending == 0) return;
     // Control messages only ever come for a sender awaiting CTS/FIN or a receiver in its
     // data phase (ABORT); otherwise polling the channel would cost a progress call.
     if (ctx.control && (!ctx.senders.empty() || !ctx.receivers.empty())) ctx.control->poll();
+    // Before the ops: a record holding an envelope becomes an op that progresses at once.
+    if (!skip_host_recvs && !ctx.host_recvs.empty()) poll_host_recvs();
     for (auto &kv : ctx.user_ops) {
         Op *op = kv.second.get();
-        if (skip_testable && op->testable_matching()) continue;
         if (!op->complete) {
             op->progress();
             note_completion(op);

@@ -14,10 +14,12 @@ namespace mpiacc {
 // nonblocking form plus progress instead of going straight to PMPI.
 inline bool transfers_in_flight() { return context().pending != 0; }
 
-// One round: control messages, then every pending operation. Completion calls that test
-// watched receives themselves (one batched MPI_Testsome) pass `skip_testable` on most
-// rounds, so those are not also polled one by one here.
-void progress_poke(bool skip_testable = false);
+// One round: control messages, host receives (core/host_recv.h), then every pending
+// operation. Completion calls test the host receives they wait for themselves (one
+// batched MPI_Testsome) and pass `skip_host_recvs` on most rounds; every 16th round
+// still polls the others, one of which may hold an envelope whose sender waits for our
+// CTS.
+void progress_poke(bool skip_host_recvs = false);
 
 // Drives progress until `done()` holds.
 template <class Done>

@@ -20,13 +20,8 @@ constexpr std::size_t kPinnedBounceMin = 64u << 10;
 // True when [start, start+len) overlaps a pending in-place receive: two envelopes could
 // land in the same bytes before either is read (OSU-style windows reuse one buffer).
 bool overlaps_in_place_receive(const void *start, std::size_t len) {
-    Context &ctx = context();
-    if (ctx.in_place_ranges.empty()) return false;
-    auto lo = reinterpret_cast<std::uintptr_t>(start), hi = lo + len;
-    auto it = ctx.in_place_ranges.lower_bound(lo);
-    if (it != ctx.in_place_ranges.end() && it->first < hi) return true;
-    if (it != ctx.in_place_ranges.begin() && std::prev(it)->second > lo) return true;
-    return false;
+    auto lo = reinterpret_cast<std::uintptr_t>(start);
+    return context().in_place_ranges.overlaps(lo, lo + len);
 }
 
 }  // namespace
@@ -48,8 +43,8 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
                         &op->matching_request_);
         op->data_in_user_buffer_ = true;
         if (char *start = op->dest_.contiguous_host()) {
-            op->in_place_start_ = reinterpret_cast<std::uintptr_t>(start);
-            ctx.in_place_ranges[op->in_place_start_] = op->in_place_start_ + op->dest_.bytes;
+            auto lo = reinterpret_cast<std::uintptr_t>(start);
+            op->in_place_range_ = ctx.in_place_ranges.add(lo, lo + op->dest_.bytes);
         }
     } else {
         std::size_t n = std::min(op->dest_.bytes, largest_payload(ctx.knobs));
@@ -92,10 +87,23 @@ int RecvOp::from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &
     return MPI_SUCCESS;
 }
 
+int RecvOp::from_host_receive(MessageBuffer &&dest, const void *envelope, const MPI_Status &st, MPI_Comm comm,
+                              const char *call, MPI_Request held, std::unique_ptr<RecvOp> *out) {
+    std::unique_ptr<RecvOp> op(new RecvOp());
+    op->dest_ = std::move(dest);
+    op->comm = comm;
+    op->call = call;
+    // Past MATCHING, the destructor frees (never cancels) the request it holds.
+    op->matching_request_ = held;
+    op->matching_is_user_handle_ = held != MPI_REQUEST_NULL;
+    op->on_matched(st, envelope, kEnvelopeBytes);
+    *out = std::move(op);
+    return MPI_SUCCESS;
+}
 
 RecvOp::~RecvOp() {
     Context &ctx = context();
-    if (in_place_start_) ctx.in_place_ranges.erase(in_place_start_);
+    ctx.in_place_ranges.remove(in_place_range_);
     if (registered_) ctx.receivers.erase({peer_, envelope_.transfer_id});
     leave_pipeline();
     abandon_chunks(&chunks_);

@@ -169,6 +169,11 @@ public:
     static int from_matched(MessageBuffer &&dest, const void *data, std::size_t len,
                             const MPI_Status &st, MPI_Comm comm, const char *call,
                             std::unique_ptr<RecvOp> *out);
+    // Continues a host receive posted without a RecvOp (core/host_recv.h) whose matching
+    // message is the envelope at `envelope`. `held`, when not MPI_REQUEST_NULL, is the
+    // completed MPICH request behind the user's handle; the op frees it when destroyed.
+    static int from_host_receive(MessageBuffer &&dest, const void *envelope, const MPI_Status &st, MPI_Comm comm,
+                                 const char *call, MPI_Request held, std::unique_ptr<RecvOp> *out);
     // Continues a watched host receive whose request already completed (MPICH freed it).
     static int from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &st, MPI_Comm comm,
                                            const char *call, std::unique_ptr<RecvOp> *out);
@@ -201,7 +206,7 @@ private:
     MPI_Request matching_request_ = MPI_REQUEST_NULL;
     bool matching_is_user_handle_ = false;  // never free it while the user may hold it
     bool data_in_user_buffer_ = false;      // IN_PLACE: the message landed in dest_.host
-    std::uintptr_t in_place_start_ = 0;     // key in Context::in_place_ranges, 0 = none
+    std::uint32_t in_place_range_ = 0;      // token in Context::in_place_ranges, 0 = none
     BounceBuffer bounce_;
     std::unique_ptr<Completion> payload_copy_;
     const char *payload_ = nullptr;  // PAYLOAD_STAGE: the payload, in bounce_
