@@ -29,11 +29,6 @@ public:
     virtual bool persistent() const { return false; }
     // For persistent ops, the completed instance's status is moved out by retire.
     virtual void reset_after_completion() {}
-    // Watched receives: while true, the user's handle is MPICH's pending receive and a
-    // completion call may test it directly; on_matching_completed then takes over from
-    // the status MPICH returned (MPICH has freed the request).
-    virtual bool testable_matching() const { return false; }
-    virtual void on_matching_completed(const MPI_Status & /*st*/, int /*rc*/) {}
 
     bool complete = false;
     MPI_Status status{};     // final source, tag, count (bytes), error

@@ -178,13 +178,6 @@ void RecvOp::progress() {
     }
 }
 
-void RecvOp::on_matching_completed(const MPI_Status &st, int rc) {
-    matching_request_ = MPI_REQUEST_NULL;  // MPICH freed it
-    MPI_Status s = st;
-    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) s.MPI_ERROR = rc;
-    matched_from(s);
-}
-
 void RecvOp::matched_from(const MPI_Status &st) {
     std::size_t len = received_bytes(st);
     if (!data_in_user_buffer_) {

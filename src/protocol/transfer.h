@@ -158,12 +158,6 @@ public:
     };
     static int post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const char *call, Posting posting,
                     std::unique_ptr<RecvOp> *out, MPI_Request *matching);
-    // A completion call (MPI_Test*/Wait*) completed the matching request itself, and MPICH
-    // freed it: continue from its status (copy out, or start the rendezvous).
-    void on_matching_completed(const MPI_Status &st, int rc) override;
-    bool testable_matching() const override {
-        return matching_is_user_handle_ && state_ == State::MATCHING && matching_request_ != MPI_REQUEST_NULL;
-    }
     // Continues from an envelope (or payload) already received into `data` of `len` bytes
     // with matching status `st` (blocking receive, probe stash, MPI_Mrecv).
     static int from_matched(MessageBuffer &&dest, const void *data, std::size_t len,
@@ -182,8 +176,6 @@ public:
     int cancel() override;
     // The sender gave up after the CTS (ABORT): fail instead of waiting for chunks.
     void on_abort(const ControlMessage &msg);
-    // The MPICH request of a watched receive, kept (not freed) until the user retires it.
-    MPI_Request watched_request() const { return matching_request_; }
 
 private:
     RecvOp() = default;
