@@ -164,9 +164,23 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
         const bool blocking = request == nullptr;
         // Inside a node a CUDA buffer is pulled by the receiver (one copy) rather than
         // staged on both sides (two copies).
-        const bool ipc_candidate = mb.kind == BufKind::CUDA && ctx.knobs.ipc && same_node(world_rank_of(comm, dest));
-        if (blocking && mode != SendMode::BUFFERED && mb.bytes <= ctx.knobs.device_eager_max &&
-            mb.bytes != kEnvelopeBytes && !ipc_candidate) {
+        const int world_dest = world_rank_of(comm, dest);
+        bool ipc_candidate = mb.kind == BufKind::CUDA && ctx.knobs.ipc && same_node(world_dest);
+        const bool small_eager = blocking && mode != SendMode::BUFFERED && mb.bytes <= ctx.knobs.device_eager_max &&
+                                 mb.bytes != kEnvelopeBytes;
+        if (ipc_candidate && small_eager && world_dest >= 0 && ctx.eager_sends_left) {
+            // This peer declined the last small pull (its receive was host memory, which
+            // the staged eager path serves in one step: 7.8 us against 10.2 for 8 bytes
+            // D->H on the H200 machine). Either path is correct for any receive; every
+            // kEagerRun-th send offers IPC again, so a peer that now receives into device
+            // memory gets the pull back.
+            std::atomic<int> &left = ctx.eager_sends_left[world_dest];
+            int n = left.load(std::memory_order_relaxed);
+            while (n > 0 && !left.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) {
+            }
+            if (n > 0) ipc_candidate = false;
+        }
+        if (small_eager && !ipc_candidate) {
             // Small device data from a blocking send: staged whole, sent as the plain
             // payload (DESIGN 2.2), through a pinned slot when one is free.
             PinnedPool *pool = mb.device->staging_pool();

@@ -59,6 +59,10 @@ public:
     int tag_ub = 32767;
     std::uint64_t node_id = 0;
     std::vector<std::uint64_t> node_ids;  // by world rank: who shares this node
+    // By world rank: small blocking device sends still to go by the staged eager path
+    // before IPC is offered to that peer again (it declined the last offer: the data
+    // went to host memory). See send_common.
+    std::unique_ptr<std::atomic<int>[]> eager_sends_left;
     std::uint64_t next_transfer_id = 1;
     bool cuda_autodetect_active = false;   // knob on and a CUDA device usable
     Accel *cuda_accel = nullptr;     // set with cuda_autodetect_active

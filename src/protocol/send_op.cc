@@ -128,11 +128,20 @@ void SendOp::progress() {
 void SendOp::start_data() {
     Context &ctx = context();
     auto type = static_cast<ControlType>(reply_.type);
+    const bool small = source_.bytes <= ctx.knobs.device_eager_max;
     if (type == ControlType::FIN) {
         // IPC pull: the receiver copied the data itself.
         counter("protocol.send.ipc")++;
+        if (small && ctx.eager_sends_left) ctx.eager_sends_left[peer_].store(0, std::memory_order_relaxed);
         finish();
         return;
+    }
+    if (type == ControlType::CTS && (envelope_.flags & kEnvelopeHasIpc) && small && ctx.eager_sends_left &&
+        static_cast<TransferMode>(reply_.mode) == TransferMode::PIPELINE) {
+        // Offered a pull, the receiver chose the pipeline (host memory): small sends to it
+        // go staged for a while (send_common).
+        counter("protocol.send.ipc_declined")++;
+        ctx.eager_sends_left[peer_].store(kEagerRun, std::memory_order_relaxed);
     }
     if (type != ControlType::CTS || reply_.bytes > source_.bytes) {
         fail(MPI_ERR_INTERN, "protocol error: unexpected control message from the receiver");

@@ -93,6 +93,10 @@ void clear_bounce_cache();
 
 enum class SendMode { STANDARD, BUFFERED, SYNCHRONOUS, READY };
 
+// Small blocking device sends that go staged to a peer which declined an IPC pull,
+// before IPC is offered to it again.
+constexpr int kEagerRun = 16;
+
 struct ChunkState {
     std::size_t index = 0, offset = 0, len = 0;
     bool sent = false;  // sender: its network send is posted

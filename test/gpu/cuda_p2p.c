@@ -617,6 +617,45 @@ static void c_zero_byte_device_messages(void) {
     MCK(MPI_Type_free(&cuda_t));
 }
 
+/* Small blocking device sends to a peer whose receives are host memory go staged after
+ * it declines one pull, and pulls come back once its receives are device memory again.
+ * Every message is checked; the counters show which path each phase took. */
+static void c_small_sends_follow_the_receivers_memory(void) {
+    enum { N_HOST = 20, N_DEVICE = 40 };
+    const size_t n = 64;
+    const int tagbase = 6000;
+    const long long declined0 = mpiacc_counter_value("protocol.send.ipc_declined");
+    const long long eager0 = mpiacc_counter_value("protocol.send.eager_device");
+    long long ipc_before_device = 0;
+    for (int i = 0; i < N_HOST + N_DEVICE; ++i) {
+        const view_t *R = i < N_HOST ? &HOST_PLAIN : &CUDA_TAGGED;
+        MPI_Datatype st = view_type(&CUDA_TAGGED), rt = view_type(R);
+        int tag = tagbase + i;
+        msg_t m;
+        if (i == N_HOST) ipc_before_device = mpiacc_counter_value("protocol.send.ipc");
+        if (mt_rank == 0) {
+            send_prepare(&m, &CUDA_TAGGED, n, msg_off(tag, 0));
+            MCK(MPI_Send(m.p, m.count, st, 1, tag, W));
+        } else {
+            MPI_Status stat;
+            recv_prepare(&m, R, n);
+            MCK(MPI_Recv(m.p, m.count, rt, 0, tag, W, &stat));
+            GPU_CHECK_STATUS(stat, 0, tag, n, "message %d into %s", i, R->name);
+            recv_check(&m, n, msg_off(tag, 0), "small device send", n);
+        }
+        msg_free(&m);
+        view_type_free(&CUDA_TAGGED, &st);
+        view_type_free(R, &rt);
+    }
+    if (mt_rank == 0 && !CUDA_P2P_NO_IPC) {
+        MT_CHECK(mpiacc_counter_value("protocol.send.ipc_declined") > declined0, "no pull offer was declined");
+        MT_CHECK(mpiacc_counter_value("protocol.send.eager_device") - eager0 >= 16,
+                 "only %lld small sends went staged", mpiacc_counter_value("protocol.send.eager_device") - eager0);
+        MT_CHECK(mpiacc_counter_value("protocol.send.ipc") > ipc_before_device,
+                 "no pull once the receives were device memory again");
+    }
+}
+
 static const gpu_case_t cases[] = {
     {"send_recv_host_to_cuda_tagged_every_size_both_directions", c_send_recv_host_to_cuda_tagged, 0},
     {"send_recv_cuda_tagged_to_host_every_size_both_directions", c_send_recv_cuda_tagged_to_host, 0},
@@ -648,6 +687,8 @@ static const gpu_case_t cases[] = {
      c_receive_larger_than_message, 0},
     {"device_receive_too_small_gets_err_truncate_and_sender_completes", c_truncation_into_device, 0},
     {"zero_byte_device_messages_including_null_pointer", c_zero_byte_device_messages, 0},
+    {"small_device_sends_go_staged_to_host_receives_and_pulled_into_device_ones",
+     c_small_sends_follow_the_receivers_memory, 0},
 };
 
 int main(int argc, char **argv) {
