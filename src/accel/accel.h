@@ -24,14 +24,14 @@ class PinnedPool;
 // found by pointer query) when the call was made. Plain values: no ownership.
 struct BufferAttrs {
     BufKind kind = BufKind::HOST;
-    bool kind_given = false;   // MPIX_ACC_BUF_TYPE was set (vs. detected)
-    void *stream = nullptr;    // cudaStream_t
-    void *queue = nullptr;     // cl_command_queue
-    void *event = nullptr;     // cudaEvent_t or cl_event
-    void *context = nullptr;   // cl_context
-    void *device = nullptr;    // cl_device_id, or CUDA ordinal carried in the pointer value
+    bool kind_given = false;  // MPIX_ACC_BUF_TYPE was set (vs. detected)
+    void *stream = nullptr;   // cudaStream_t
+    void *queue = nullptr;    // cl_command_queue
+    void *event = nullptr;    // cudaEvent_t or cl_event
+    void *context = nullptr;  // cl_context
+    void *device = nullptr;   // cl_device_id, or CUDA ordinal carried in the pointer value
     bool device_given = false;
-    std::size_t offset = 0;    // MPIX_ACC_OFFSET: bytes into a cl_mem
+    std::size_t offset = 0;  // MPIX_ACC_OFFSET: bytes into a cl_mem
 };
 
 // What the sender's envelope carries for an IPC pull (DESIGN.md 2.2). Fixed layout: it is
@@ -68,11 +68,11 @@ public:
     // Enqueue a copy of [offset, offset+len) into host memory `dst`, ordered after the
     // captured dependency. `dst` may be pinned staging memory from staging_pool().
     // Never blocks on the device. On failure returns an MPI error class and sets *why.
-    virtual int copy_to_host(std::size_t offset, void *dst, std::size_t len,
-                             std::unique_ptr<Completion> *done, std::string *why) = 0;
+    virtual int copy_to_host(std::size_t offset, void *dst, std::size_t len, std::unique_ptr<Completion> *done,
+                             std::string *why) = 0;
     // Enqueue a copy of host memory `src` into [offset, offset+len) of this buffer.
-    virtual int copy_from_host(std::size_t offset, const void *src, std::size_t len,
-                               std::unique_ptr<Completion> *done, std::string *why) = 0;
+    virtual int copy_from_host(std::size_t offset, const void *src, std::size_t len, std::unique_ptr<Completion> *done,
+                               std::string *why) = 0;
     // The pinned pool to stage this buffer's chunks through (per device / context).
     virtual PinnedPool *staging_pool() = 0;
     // A completion that fires when the captured dependency is satisfied (may be null
@@ -81,8 +81,7 @@ public:
     // Enqueue a device-to-device copy of [offset, offset+len) into [dst_offset, ...) of
     // `dst`, a buffer of the same kind (used by the IPC pull). Kinds without it refuse.
     virtual int copy_to_device(std::size_t /*offset*/, DeviceBuffer & /*dst*/, std::size_t /*dst_offset*/,
-                               std::size_t /*len*/, std::unique_ptr<Completion> * /*done*/,
-                               std::string *why) {
+                               std::size_t /*len*/, std::unique_ptr<Completion> * /*done*/, std::string *why) {
         *why = "device-to-device copies are not available for this buffer kind";
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }
@@ -90,8 +89,6 @@ public:
     // the buffer cannot be exported (not IPC-capable memory, or the kind has no IPC).
     virtual bool ipc_export(IpcExport * /*out*/) { return false; }
 };
-
-
 
 // One device kind's table.
 class Accel {
@@ -104,16 +101,16 @@ public:
     // Validate `attrs` for a buffer `addr` holding `bytes` bytes starting at its first
     // byte (true lower bound applied by the caller), and capture it. Returns
     // MPI_SUCCESS, or an MPI error class with *why naming the argument.
-    virtual int capture(void *addr, std::size_t bytes, const BufferAttrs &attrs,
-                        std::unique_ptr<DeviceBuffer> *out, std::string *why) = 0;
+    virtual int capture(void *addr, std::size_t bytes, const BufferAttrs &attrs, std::unique_ptr<DeviceBuffer> *out,
+                        std::string *why) = 0;
     // Pointer autodetection (CUDA-aware convention). True when `addr` is device memory
     // of this kind; fills *device_ordinal. Kinds that cannot detect return false.
     virtual bool owns_pointer(const void * /*addr*/, int * /*device_ordinal*/) { return false; }
     // Receiver side of the IPC pull: map a peer's exported region of `bytes` bytes
     // (mappings cached per allocation and buffer id) and return it as a source whose
     // dependency() is the peer's ready event. Kinds without IPC refuse.
-    virtual int ipc_import(const IpcExport & /*peer*/, std::size_t /*bytes*/,
-                           std::unique_ptr<DeviceBuffer> * /*out*/, std::string *why) {
+    virtual int ipc_import(const IpcExport & /*peer*/, std::size_t /*bytes*/, std::unique_ptr<DeviceBuffer> * /*out*/,
+                           std::string *why) {
         *why = "IPC is not available for this buffer kind";
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }

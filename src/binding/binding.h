@@ -31,14 +31,14 @@ int run_to_completion(Op *op);
 int wait_mpich_request(MPI_Request *req, MPI_Status *status);
 
 // The common send path for every mode, blocking (request == nullptr) or not.
-int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                SendMode mode, const char *call, MPI_Request *request);
-int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-                const char *call, MPI_Status *status, MPI_Request *request);
+int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, SendMode mode,
+                const char *call, MPI_Request *request);
+int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, const char *call,
+                MPI_Status *status, MPI_Request *request);
 
 // Receives a message that probe already matched (stashed envelope), into (buf,count,type).
-int recv_stashed(void *buf, int count, MPI_Datatype type, std::unique_ptr<StashedEnvelope> stashed,
-                 const char *call, MPI_Status *status, MPI_Request *request);
+int recv_stashed(void *buf, int count, MPI_Datatype type, std::unique_ptr<StashedEnvelope> stashed, const char *call,
+                 MPI_Status *status, MPI_Request *request);
 // Whether a stashed envelope is one a receive or probe for (source, tag, comm) matches.
 bool stash_matches(const StashedEnvelope &s, int source, int tag, MPI_Comm comm);
 // The first stashed envelope matching (source, tag, comm), removed from the stash.

@@ -9,13 +9,13 @@
 
 using namespace mpiacc;
 
-#define MPIACC_COLLECTIVE(blocking_call, nonblocking_call)                      \
-    do {                                                                        \
-        if (!context().initialized) return blocking_call;                     \
-        MPI_Request r_;                                                         \
-        int rc_ = nonblocking_call;                                             \
-        if (rc_ != MPI_SUCCESS) return rc_;                                     \
-        return wait_mpich_request(&r_, MPI_STATUS_IGNORE);                      \
+#define MPIACC_COLLECTIVE(blocking_call, nonblocking_call) \
+    do {                                                   \
+        if (!context().initialized) return blocking_call;  \
+        MPI_Request r_;                                    \
+        int rc_ = nonblocking_call;                        \
+        if (rc_ != MPI_SUCCESS) return rc_;                \
+        return wait_mpich_request(&r_, MPI_STATUS_IGNORE); \
     } while (0)
 
 extern "C" {

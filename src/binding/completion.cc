@@ -45,12 +45,12 @@ struct Scratch {
     // cost one PMPI_Testsome, not a lookup per entry.
     bool classified = false;
     std::uint32_t changes = 0;
-    int nbatch = 0;                     // entries MPICH tests: its own requests and host receives
-    std::vector<int> batch;             // (the arrays are sized for the largest call so far)
-    std::vector<MPI_Request> handles;   // their handles (MPICH nulls those it completes)
-    std::vector<HostRecv *> recs;       // their records, null for MPICH's own
-    std::size_t posted_recs = 0;        // records in the batch still POSTED
-    std::vector<int> op_entries;        // entries that are MPI-ACC ops
+    int nbatch = 0;                    // entries MPICH tests: its own requests and host receives
+    std::vector<int> batch;            // (the arrays are sized for the largest call so far)
+    std::vector<MPI_Request> handles;  // their handles (MPICH nulls those it completes)
+    std::vector<HostRecv *> recs;      // their records, null for MPICH's own
+    std::size_t posted_recs = 0;       // records in the batch still POSTED
+    std::vector<int> op_entries;       // entries that are MPI-ACC ops
     std::vector<int> idx;
     std::vector<MPI_Status> sts;
     std::vector<std::pair<int, std::unique_ptr<RecvOp>>> envelopes;
@@ -296,8 +296,10 @@ int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit,
                         MPI_Comm comm;
                         st[i].MPI_ERROR = MPI_SUCCESS;
                         std::unique_ptr<RecvOp> op = complete_host_recv(rec, s.sts[k], mrc, &st[i], &s.errs[i], &comm);
-                        if (op) s.envelopes.emplace_back(i, std::move(op));
-                        else if (s.errs[i] != MPI_SUCCESS) s.raise.emplace_back(comm, s.errs[i]);
+                        if (op)
+                            s.envelopes.emplace_back(i, std::move(op));
+                        else if (s.errs[i] != MPI_SUCCESS)
+                            s.raise.emplace_back(comm, s.errs[i]);
                     }
                 } else {
                     reqs[i] = s.handles[s.idx[k]];

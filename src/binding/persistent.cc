@@ -35,8 +35,8 @@ int send_init_common(const void *buf, int count, MPI_Datatype type, int dest, in
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
     if (attrs.kind == BufKind::HOST && (n < 0 || count < 0 || host_payload_size(n)))
         return pmpi_send_init(buf, count, type, dest, tag, comm, mode, req);
-    auto op = std::make_unique<PersistentOp>(PersistentOp::Kind::SEND, const_cast<void *>(buf), count, type, dest,
-                                             tag, comm, mode, call);
+    auto op = std::make_unique<PersistentOp>(PersistentOp::Kind::SEND, const_cast<void *>(buf), count, type, dest, tag,
+                                             comm, mode, call);
     *req = register_user_op(std::move(op), Op::Handle::PERSISTENT, placeholder_request());
     return MPI_SUCCESS;
 }

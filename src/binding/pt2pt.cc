@@ -96,13 +96,15 @@ int deliver_from_bounce(const char *bounce, MPI_Status st, void *buf, int count,
     }
     std::size_t take = std::min(len, static_cast<std::size_t>(n));
     if (take > 0) {
-        if (is_builtin_type(type)) std::memcpy(buf, bounce, take);
-        else unpack_range(bounce, take, buf, count, type, 0);
+        if (is_builtin_type(type))
+            std::memcpy(buf, bounce, take);
+        else
+            unpack_range(bounce, take, buf, count, type, 0);
     }
     if (len > static_cast<std::size_t>(n)) {
-        int code = make_error_code(MPI_ERR_TRUNCATE, call,
-                                   format("message of %zu bytes is longer than the receive buffer (%lld bytes)", len,
-                                          n));
+        int code =
+            make_error_code(MPI_ERR_TRUNCATE, call,
+                            format("message of %zu bytes is longer than the receive buffer (%lld bytes)", len, n));
         set_status(&st, st.MPI_SOURCE, st.MPI_TAG, take, code, false);
         if (status != MPI_STATUS_IGNORE) *status = st;
         PMPI_Comm_call_errhandler(comm, code);
@@ -237,8 +239,8 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
 // The commonest nonblocking receive (builtin type, host memory, no stashed envelope that
 // could match first): a record, no RecvOp, no look at anything else.
 inline bool plain_host_irecv(const Context &ctx, const void *buf, int count, MPI_Datatype type, int source) {
-    return ctx.initialized && source != MPI_PROC_NULL && is_builtin_type(type) && count >= 0 &&
-           ctx.stash.empty() && buffer_is_plain_host(ctx, buf);
+    return ctx.initialized && source != MPI_PROC_NULL && is_builtin_type(type) && count >= 0 && ctx.stash.empty() &&
+           buffer_is_plain_host(ctx, buf);
 }
 
 int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, const char *call,
@@ -249,8 +251,8 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
         return PMPI_Recv(buf, count, type, source, tag, comm, status);
     }
     if (request && plain_host_irecv(ctx, buf, count, type, source))
-        return post_host_recv(buf, count, type, static_cast<std::size_t>(count) * builtin_type_size(type), source,
-                              tag, comm, call, request);
+        return post_host_recv(buf, count, type, static_cast<std::size_t>(count) * builtin_type_size(type), source, tag,
+                              comm, call, request);
     // The smallest, commonest receive (blocking, builtin type, host memory, shorter than
     // an envelope, nothing in flight): one bounce on the stack and one copy, no more.
     if (!request && is_builtin_type(type) && count >= 0 && ctx.stash.empty() && !transfers_in_flight()) {
@@ -388,8 +390,8 @@ std::unique_ptr<StashedEnvelope> take_stashed(int source, int tag, MPI_Comm comm
     return nullptr;
 }
 
-int recv_stashed(void *buf, int count, MPI_Datatype type, std::unique_ptr<StashedEnvelope> stashed,
-                 const char *call, MPI_Status *status, MPI_Request *request) {
+int recv_stashed(void *buf, int count, MPI_Datatype type, std::unique_ptr<StashedEnvelope> stashed, const char *call,
+                 MPI_Status *status, MPI_Request *request) {
     MPI_Comm comm = stashed->comm;
     if (stashed->placeholder != MPI_REQUEST_NULL) PMPI_Request_free(&stashed->placeholder);
     BufferAttrs attrs;
@@ -447,8 +449,8 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_
     // this whole path.
     Context &ctx = context();
     if (plain_host_irecv(ctx, buf, count, type, source))
-        return post_host_recv(buf, count, type, static_cast<std::size_t>(count) * builtin_type_size(type), source,
-                              tag, comm, "MPI_Irecv", req);
+        return post_host_recv(buf, count, type, static_cast<std::size_t>(count) * builtin_type_size(type), source, tag,
+                              comm, "MPI_Irecv", req);
     return recv_common(buf, count, type, source, tag, comm, "MPI_Irecv", MPI_STATUS_IGNORE, req);
 }
 
@@ -456,14 +458,13 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
                  int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status) {
     Context &ctx = context();
     if (!ctx.initialized)
-        return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
-                             recvtag, comm, status);
+        return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
+                             comm, status);
     MPI_Request reqs[2];
-    int rc = recv_common(recvbuf, recvcount, recvtype, source, recvtag, comm, "MPI_Sendrecv", MPI_STATUS_IGNORE,
-                         &reqs[0]);
+    int rc =
+        recv_common(recvbuf, recvcount, recvtype, source, recvtag, comm, "MPI_Sendrecv", MPI_STATUS_IGNORE, &reqs[0]);
     if (rc != MPI_SUCCESS) return rc;
-    rc = send_common(sendbuf, sendcount, sendtype, dest, sendtag, comm, SendMode::STANDARD, "MPI_Sendrecv",
-                     &reqs[1]);
+    rc = send_common(sendbuf, sendcount, sendtype, dest, sendtag, comm, SendMode::STANDARD, "MPI_Sendrecv", &reqs[1]);
     if (rc != MPI_SUCCESS) {
         MPI_Cancel(&reqs[0]);
         MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);

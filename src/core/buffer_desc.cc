@@ -25,9 +25,10 @@ int read_buffer_attrs(MPI_Datatype type, BufferAttrs *attrs, std::string *why) {
     if (get_attr(type, k.buf_type, &v)) {
         auto kind = reinterpret_cast<std::intptr_t>(v);
         if (kind != MPIX_ACC_BUF_HOST && kind != MPIX_ACC_BUF_CUDA && kind != MPIX_ACC_BUF_OPENCL) {
-            *why = format("datatype attribute MPIX_ACC_BUF_TYPE has value %ld, which is not "
-                          "MPIX_ACC_BUF_HOST (1), MPIX_ACC_BUF_CUDA (2) or MPIX_ACC_BUF_OPENCL (3)",
-                          static_cast<long>(kind));
+            *why = format(
+                "datatype attribute MPIX_ACC_BUF_TYPE has value %ld, which is not "
+                "MPIX_ACC_BUF_HOST (1), MPIX_ACC_BUF_CUDA (2) or MPIX_ACC_BUF_OPENCL (3)",
+                static_cast<long>(kind));
             return MPI_ERR_ARG;
         }
         attrs->kind = static_cast<BufKind>(kind);
@@ -50,25 +51,28 @@ int read_buffer_attrs(MPI_Datatype type, BufferAttrs *attrs, std::string *why) {
     }
     const char *kind_name = buf_kind_name(attrs->kind);
     if (attrs->kind != BufKind::OPENCL) {
-        const char *bad = has_queue ? "MPIX_ACC_COMMAND_QUEUE"
+        const char *bad = has_queue     ? "MPIX_ACC_COMMAND_QUEUE"
                           : has_context ? "MPIX_ACC_CONTEXT"
-                          : has_offset ? "MPIX_ACC_OFFSET"
-                                       : nullptr;
+                          : has_offset  ? "MPIX_ACC_OFFSET"
+                                        : nullptr;
         if (bad) {
-            *why = format("datatype attribute %s is only meaningful for MPIX_ACC_BUF_OPENCL buffers, "
-                          "but the buffer type is %s%s", bad, kind_name,
-                          attrs->kind_given ? "" : " (no MPIX_ACC_BUF_TYPE attribute)");
+            *why = format(
+                "datatype attribute %s is only meaningful for MPIX_ACC_BUF_OPENCL buffers, "
+                "but the buffer type is %s%s",
+                bad, kind_name, attrs->kind_given ? "" : " (no MPIX_ACC_BUF_TYPE attribute)");
             return MPI_ERR_ARG;
         }
     }
     if (attrs->kind == BufKind::OPENCL && has_stream) {
-        *why = "datatype attribute MPIX_ACC_STREAM is a CUDA stream, but the buffer type is "
-               "MPIX_ACC_BUF_OPENCL (use MPIX_ACC_COMMAND_QUEUE)";
+        *why =
+            "datatype attribute MPIX_ACC_STREAM is a CUDA stream, but the buffer type is "
+            "MPIX_ACC_BUF_OPENCL (use MPIX_ACC_COMMAND_QUEUE)";
         return MPI_ERR_ARG;
     }
     if (attrs->kind == BufKind::HOST && attrs->kind_given && (has_stream || has_event || attrs->device_given)) {
-        *why = format("datatype attribute %s is given for a MPIX_ACC_BUF_HOST buffer",
-                      has_stream ? "MPIX_ACC_STREAM" : has_event ? "MPIX_ACC_EVENT" : "MPIX_ACC_DEVICE");
+        *why = format("datatype attribute %s is given for a MPIX_ACC_BUF_HOST buffer", has_stream  ? "MPIX_ACC_STREAM"
+                                                                                       : has_event ? "MPIX_ACC_EVENT"
+                                                                                                   : "MPIX_ACC_DEVICE");
         return MPI_ERR_ARG;
     }
     if (attrs->kind == BufKind::HOST && !attrs->kind_given && (has_stream || has_event || attrs->device_given)) {
@@ -101,25 +105,27 @@ int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std:
             attrs->kind = BufKind::CUDA;
             if (!attrs->device_given) attrs->device = reinterpret_cast<void *>(static_cast<std::intptr_t>(ordinal));
         } else if (attrs->kind == BufKind::CUDA) {
-            *why = "MPIX_ACC_STREAM/MPIX_ACC_EVENT/MPIX_ACC_DEVICE given without MPIX_ACC_BUF_TYPE, "
-                   "and the buffer is not CUDA device memory";
+            *why =
+                "MPIX_ACC_STREAM/MPIX_ACC_EVENT/MPIX_ACC_DEVICE given without MPIX_ACC_BUF_TYPE, "
+                "and the buffer is not CUDA device memory";
             return MPI_ERR_BUFFER;
         }
     } else if (!attrs->kind_given && attrs->kind == BufKind::CUDA && !ctx.cuda_autodetect_active) {
-        *why = "MPIX_ACC_STREAM/MPIX_ACC_EVENT/MPIX_ACC_DEVICE given without MPIX_ACC_BUF_TYPE, and "
-               "CUDA pointer detection is off (MPIACC_CUDA_AUTODETECT=0 or no CUDA device)";
+        *why =
+            "MPIX_ACC_STREAM/MPIX_ACC_EVENT/MPIX_ACC_DEVICE given without MPIX_ACC_BUF_TYPE, and "
+            "CUDA pointer detection is off (MPIACC_CUDA_AUTODETECT=0 or no CUDA device)";
         return MPI_ERR_ARG;
     }
     if (attrs->kind != BufKind::HOST) {
         Accel *accel = accel_for(attrs->kind);
         if (!accel_built(attrs->kind)) {
-            *why = format("buffer type %s: this MPI-ACC was built without %s support",
-                          buf_kind_name(attrs->kind), buf_kind_name(attrs->kind));
+            *why = format("buffer type %s: this MPI-ACC was built without %s support", buf_kind_name(attrs->kind),
+                          buf_kind_name(attrs->kind));
             return MPI_ERR_UNSUPPORTED_OPERATION;
         }
         if (!accel || !accel->available()) {
-            *why = format("buffer type %s: no usable %s device was found at run time",
-                          buf_kind_name(attrs->kind), buf_kind_name(attrs->kind));
+            *why = format("buffer type %s: no usable %s device was found at run time", buf_kind_name(attrs->kind),
+                          buf_kind_name(attrs->kind));
             return MPI_ERR_UNSUPPORTED_OPERATION;
         }
     }

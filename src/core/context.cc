@@ -101,8 +101,9 @@ int initialize_context(int provided_thread_level) {
         if (provided_thread_level == MPI_THREAD_MULTIPLE)
             ctx.progress_thread = std::thread(progress_thread_main);
         else if (ctx.world_rank == 0)
-            std::fprintf(stderr, "MPI-ACC warning: MPIACC_ASYNC_PROGRESS=1 needs MPI_THREAD_MULTIPLE, which MPICH "
-                                 "did not provide; progress stays in MPI calls\n");
+            std::fprintf(stderr,
+                         "MPI-ACC warning: MPIACC_ASYNC_PROGRESS=1 needs MPI_THREAD_MULTIPLE, which MPICH "
+                         "did not provide; progress stays in MPI calls\n");
     }
     return MPI_SUCCESS;
 }
@@ -156,8 +157,10 @@ int world_rank_of(MPI_Comm comm, int rank) {
     int inter = 0;
     PMPI_Comm_test_inter(comm, &inter);
     MPI_Group group, world;
-    if (inter) PMPI_Comm_remote_group(comm, &group);
-    else PMPI_Comm_group(comm, &group);
+    if (inter)
+        PMPI_Comm_remote_group(comm, &group);
+    else
+        PMPI_Comm_group(comm, &group);
     PMPI_Comm_group(MPI_COMM_WORLD, &world);
     int out = MPI_UNDEFINED;
     PMPI_Group_translate_ranks(group, 1, &rank, world, &out);

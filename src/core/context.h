@@ -41,8 +41,8 @@ struct Keyvals {
     int offset = MPI_KEYVAL_INVALID;
     bool ours(int keyval) const {
         return keyval != MPI_KEYVAL_INVALID &&
-               (keyval == buf_type || keyval == stream || keyval == command_queue ||
-                keyval == event || keyval == context || keyval == device || keyval == offset);
+               (keyval == buf_type || keyval == stream || keyval == command_queue || keyval == event ||
+                keyval == context || keyval == device || keyval == offset);
     }
 };
 
@@ -55,7 +55,7 @@ public:
     bool initialized = false;
     int thread_level = MPI_THREAD_SINGLE;  // what MPICH provided
     int world_rank = 0, world_size = 1;
-    MPI_Comm proto_comm = MPI_COMM_NULL;   // private duplicate of MPI_COMM_WORLD (DESIGN 2.3)
+    MPI_Comm proto_comm = MPI_COMM_NULL;  // private duplicate of MPI_COMM_WORLD (DESIGN 2.3)
     int tag_ub = 32767;
     std::uint64_t node_id = 0;
     std::vector<std::uint64_t> node_ids;  // by world rank: who shares this node
@@ -64,8 +64,8 @@ public:
     // went to host memory). See send_common.
     std::unique_ptr<std::atomic<int>[]> eager_sends_left;
     std::uint64_t next_transfer_id = 1;
-    bool cuda_autodetect_active = false;   // knob on and a CUDA device usable
-    Accel *cuda_accel = nullptr;     // set with cuda_autodetect_active
+    bool cuda_autodetect_active = false;  // knob on and a CUDA device usable
+    Accel *cuda_accel = nullptr;          // set with cuda_autodetect_active
 
     // Datatypes carrying at least one MPI-ACC attribute, with how many. While empty,
     // every call with an untagged type skips attribute lookups altogether.

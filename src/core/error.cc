@@ -45,8 +45,7 @@ int make_error_code(int error_class, const char *call, const std::string &messag
     int cls = error_class;
     PMPI_Error_class(error_class, &cls);
     if (cls != error_class) return error_class;
-    return MPIR_Err_create_code(MPI_SUCCESS, 0, call, 0, error_class, generic_key(error_class), "%s",
-                                message.c_str());
+    return MPIR_Err_create_code(MPI_SUCCESS, 0, call, 0, error_class, generic_key(error_class), "%s", message.c_str());
 }
 
 int raise_error(MPI_Comm comm, int error_class, const char *call, const std::string &message) {

@@ -150,14 +150,16 @@ bool take_matched(HostRecv *rec, MPI_Status st) {
     const std::size_t n = std::min(len, rec->bytes);
     int err = st.MPI_ERROR;
     if (err == MPI_SUCCESS && len > rec->bytes)
-        err = make_error_code(MPI_ERR_TRUNCATE, rec->call,
-                              format("message of %zu bytes is longer than the receive buffer (%zu bytes)", len,
-                                     rec->bytes));
+        err = make_error_code(
+            MPI_ERR_TRUNCATE, rec->call,
+            format("message of %zu bytes is longer than the receive buffer (%zu bytes)", len, rec->bytes));
     // MPICH's own status is already exact for a payload that fit.
     if (err != MPI_SUCCESS || n != len) set_status(&st, st.MPI_SOURCE, st.MPI_TAG, n, err, false);
     if (!rec->in_place && n > 0) {
-        if (rec->builtin) std::memcpy(rec->buf, rec->landing(), n);
-        else unpack_range(rec->landing(), n, rec->buf, rec->count, rec->datatype, 0);
+        if (rec->builtin)
+            std::memcpy(rec->buf, rec->landing(), n);
+        else
+            unpack_range(rec->landing(), n, rec->buf, rec->count, rec->datatype, 0);
     }
     rec->status = st;
     rec->error = err;
@@ -271,8 +273,8 @@ std::unique_ptr<RecvOp> complete_host_recv(HostRecv *rec, const MPI_Status &mpic
 
 bool complete_host_recv_fast(HostRecv *rec, const MPI_Status &mpich_status, int mpich_rc, MPI_Status *status) {
     const std::size_t len = received_bytes(mpich_status);
-    if (rec->state != HostRecv::State::POSTED || !rec->builtin || mpich_rc != MPI_SUCCESS ||
-        len == kEnvelopeBytes || len > rec->bytes || status_cancelled(mpich_status))
+    if (rec->state != HostRecv::State::POSTED || !rec->builtin || mpich_rc != MPI_SUCCESS || len == kEnvelopeBytes ||
+        len > rec->bytes || status_cancelled(mpich_status))
         return false;
     if (!rec->in_place && len > 0) std::memcpy(rec->buf, rec->landing(), len);
     *status = mpich_status;
@@ -383,8 +385,10 @@ void release_all_host_recvs() {
     std::vector<HostRecv *> recs;
     t.collect(&recs);
     for (HostRecv *rec : recs) {
-        if (rec->detached) t.undetach(rec);
-        else t.unindex(rec);
+        if (rec->detached)
+            t.undetach(rec);
+        else
+            t.unindex(rec);
         if (rec->state == HostRecv::State::POSTED) PMPI_Cancel(&rec->handle);
         PMPI_Request_free(&rec->handle);
         settle_record(rec);

@@ -53,9 +53,9 @@ struct HostRecv {
         DELIVERED,  // a payload: in the user's buffer, status and error final
     };
     State state = State::FREE;
-    bool in_place = false;  // MPICH receives straight into the user's buffer
-    bool detached = false;  // MPI_Request_free'd while posted: finished by progress alone
-    bool builtin = false;   // builtin datatype: copy-out is a memcpy
+    bool in_place = false;                  // MPICH receives straight into the user's buffer
+    bool detached = false;                  // MPI_Request_free'd while posted: finished by progress alone
+    bool builtin = false;                   // builtin datatype: copy-out is a memcpy
     MPI_Request handle = MPI_REQUEST_NULL;  // MPICH's request, handed to the user as is
     std::uint32_t seen_epoch = 0;           // completion call that is testing it
     InPlaceRanges::Token range = 0;
@@ -67,9 +67,9 @@ struct HostRecv {
     MPI_Comm comm = MPI_COMM_NULL;
     int error = MPI_SUCCESS;  // DELIVERED
     const char *call = "";
-    MPI_Status status{};      // DELIVERED
-    TypeRef derived_type;     // keeps a derived type alive past the user's MPI_Type_free
-    BounceBuffer large;       // landing area for bounced receives past an envelope's size
+    MPI_Status status{};                     // DELIVERED
+    TypeRef derived_type;                    // keeps a derived type alive past the user's MPI_Type_free
+    BounceBuffer large;                      // landing area for bounced receives past an envelope's size
     alignas(16) char small[kEnvelopeBytes];  // landing area for receives smaller than an envelope
 
     char *landing() { return in_place ? contiguous : large.data() ? large.data() : small; }
@@ -126,8 +126,8 @@ private:
     // Fibonacci hashing: MPICH handles differ in their low bits, the product's high bits
     // spread them over the table.
     std::size_t home(MPI_Request h) const {
-        return static_cast<std::size_t>((static_cast<std::uint64_t>(static_cast<std::uint32_t>(h)) *
-                                         0x9E3779B97F4A7C15ull) >> shift_);
+        return static_cast<std::size_t>(
+            (static_cast<std::uint64_t>(static_cast<std::uint32_t>(h)) * 0x9E3779B97F4A7C15ull) >> shift_);
     }
     void grow();
     void add_chunk();

@@ -29,10 +29,14 @@ bool parse_size(const std::string &text, std::size_t *out) {
     if (end == text.c_str() || errno != 0) return false;
     unsigned long long mult = 1;
     std::string suffix(end);
-    if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1ull << 10;
-    else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1ull << 20;
-    else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1ull << 30;
-    else if (!suffix.empty()) return false;
+    if (suffix == "K" || suffix == "k" || suffix == "KiB")
+        mult = 1ull << 10;
+    else if (suffix == "M" || suffix == "m" || suffix == "MiB")
+        mult = 1ull << 20;
+    else if (suffix == "G" || suffix == "g" || suffix == "GiB")
+        mult = 1ull << 30;
+    else if (!suffix.empty())
+        return false;
     if (v > (~0ull) / mult) return false;
     *out = static_cast<std::size_t>(v * mult);
     return true;
@@ -74,17 +78,16 @@ const std::vector<KnobInfo> &Knobs::registry() {
 // The one place in the library that reads the environment for knobs.
 Knobs Knobs::from_environment(std::vector<std::string> *errors) {
     Knobs k;
-#define MPIACC_KNOB(field, env, type, def, doc)                                              \
-    {                                                                                      \
-        parse_into(KnobType::type, def, &k.field);                                          \
-        if (const char *v = std::getenv(#env)) {                                            \
-            if (!parse_into(KnobType::type, v, &k.field)) {                                  \
-                parse_into(KnobType::type, def, &k.field);                                  \
-                if (errors)                                                                \
-                    errors->push_back(std::string(#env) + "=\"" + v +                       \
-                                      "\" is not a valid " #type "; using " def);            \
-            }                                                                              \
-        }                                                                                  \
+#define MPIACC_KNOB(field, env, type, def, doc)                                                                   \
+    {                                                                                                             \
+        parse_into(KnobType::type, def, &k.field);                                                                \
+        if (const char *v = std::getenv(#env)) {                                                                  \
+            if (!parse_into(KnobType::type, v, &k.field)) {                                                       \
+                parse_into(KnobType::type, def, &k.field);                                                        \
+                if (errors)                                                                                       \
+                    errors->push_back(std::string(#env) + "=\"" + v + "\" is not a valid " #type "; using " def); \
+            }                                                                                                     \
+        }                                                                                                         \
     }
 #include "core/knobs.def"
 #undef MPIACC_KNOB

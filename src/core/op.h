@@ -31,8 +31,8 @@ public:
     virtual void reset_after_completion() {}
 
     bool complete = false;
-    MPI_Status status{};     // final source, tag, count (bytes), error
-    int error = MPI_SUCCESS; // error code (with message) to return, when failed
+    MPI_Status status{};      // final source, tag, count (bytes), error
+    int error = MPI_SUCCESS;  // error code (with message) to return, when failed
     MPI_Comm comm = MPI_COMM_NULL;
     const char *call = "";
     Handle handle_kind = Handle::NONE;

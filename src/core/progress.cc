@@ -113,9 +113,7 @@ int retire_user_op(MPI_Request *handle, MPI_Status *status) {
         status->MPI_ERROR = keep_error;
     }
     switch (op->handle_kind) {
-        case Op::Handle::PERSISTENT:
-            op->reset_after_completion();
-            return err;
+        case Op::Handle::PERSISTENT: op->reset_after_completion(); return err;
         case Op::Handle::GREQUEST: {
             MPI_Request h = *handle;
             PMPI_Grequest_complete(h);

@@ -114,8 +114,7 @@ void forget_layout(MPI_Datatype type) {
 
 // MPI_Pack/Unpack have no byte-range form, so ranges of a non-contiguous layout go
 // through a packed copy of the whole message. Contiguous layouts never come here.
-int pack_range(const void *buf, int count, MPI_Datatype type, std::size_t offset, void *out,
-               std::size_t len) {
+int pack_range(const void *buf, int count, MPI_Datatype type, std::size_t offset, void *out, std::size_t len) {
     Layout l = describe_layout(count, type);
     if (l.error != MPI_SUCCESS) return l.error;
     if (offset + len > l.bytes) return MPI_ERR_COUNT;
@@ -131,8 +130,7 @@ int pack_range(const void *buf, int count, MPI_Datatype type, std::size_t offset
     return MPI_SUCCESS;
 }
 
-int unpack_range(const void *packed, std::size_t len, void *buf, int count, MPI_Datatype type,
-                 std::size_t offset) {
+int unpack_range(const void *packed, std::size_t len, void *buf, int count, MPI_Datatype type, std::size_t offset) {
     Layout l = describe_layout(count, type);
     if (l.error != MPI_SUCCESS) return l.error;
     if (offset + len > l.bytes) return MPI_ERR_COUNT;

@@ -13,20 +13,16 @@
 namespace mpiacc {
 
 struct Layout {
-    std::size_t bytes = 0;      // packed size of count elements
-    bool contiguous = true;     // bytes lie in one run starting at buf + true_lb
+    std::size_t bytes = 0;   // packed size of count elements
+    bool contiguous = true;  // bytes lie in one run starting at buf + true_lb
     MPI_Aint true_lb = 0;
-    int error = MPI_SUCCESS;    // MPI error class when the type is invalid / count too large
+    int error = MPI_SUCCESS;  // MPI error class when the type is invalid / count too large
 };
 
 // MPICH encodes a builtin datatype's size in its handle; reading it there keeps the
 // host fast path free of a PMPI_Type_size call.
-inline bool is_builtin_type(MPI_Datatype t) {
-    return (static_cast<std::uint32_t>(t) & 0xc0000000u) == 0x40000000u;
-}
-inline std::size_t builtin_type_size(MPI_Datatype t) {
-    return (static_cast<std::uint32_t>(t) & 0x0000ff00u) >> 8;
-}
+inline bool is_builtin_type(MPI_Datatype t) { return (static_cast<std::uint32_t>(t) & 0xc0000000u) == 0x40000000u; }
+inline std::size_t builtin_type_size(MPI_Datatype t) { return (static_cast<std::uint32_t>(t) & 0x0000ff00u) >> 8; }
 
 // Packed bytes of (count, type); -1 on an invalid type. Inline for builtin types: it
 // runs on every host send and receive.
@@ -43,9 +39,7 @@ void forget_layout(MPI_Datatype type);
 
 // Host copies between a typed buffer and packed bytes, for byte ranges [offset, offset+len)
 // of the packed stream (used for prefixes on truncation and bounce buffers).
-int pack_range(const void *buf, int count, MPI_Datatype type, std::size_t offset, void *out,
-               std::size_t len);
-int unpack_range(const void *packed, std::size_t len, void *buf, int count, MPI_Datatype type,
-                 std::size_t offset);
+int pack_range(const void *buf, int count, MPI_Datatype type, std::size_t offset, void *out, std::size_t len);
+int unpack_range(const void *packed, std::size_t len, void *buf, int count, MPI_Datatype type, std::size_t offset);
 
 }  // namespace mpiacc

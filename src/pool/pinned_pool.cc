@@ -8,8 +8,8 @@
 
 namespace mpiacc {
 
-PinnedPool::PinnedPool(std::unique_ptr<PinnedAllocator> allocator, std::size_t slot_size,
-                       std::size_t capacity_bytes, std::size_t segment_bytes)
+PinnedPool::PinnedPool(std::unique_ptr<PinnedAllocator> allocator, std::size_t slot_size, std::size_t capacity_bytes,
+                       std::size_t segment_bytes)
     : allocator_(std::move(allocator)), slot_size_(slot_size) {
     // At least two slots: one chunk can be in the network while the next is copied.
     max_slots_ = std::max<std::size_t>(2, capacity_bytes / slot_size_);
@@ -26,8 +26,7 @@ bool PinnedPool::grow() {
     void *seg = allocator_->allocate(n * slot_size_, &last_error_);
     if (!seg) return false;
     segments_.push_back(seg);
-    for (std::size_t i = 0; i < n; ++i)
-        free_.push_back(static_cast<char *>(seg) + i * slot_size_);
+    for (std::size_t i = 0; i < n; ++i) free_.push_back(static_cast<char *>(seg) + i * slot_size_);
     carved_ += n;
     return true;
 }
@@ -96,24 +95,21 @@ NumaAllocationScope::NumaAllocationScope(const std::string &pci_bus_id) {
     hwloc_nodeset_t want = hwloc_bitmap_alloc();
     unsigned dom = 0, bus = 0, dev = 0, func = 0;
     hwloc_obj_t pci = nullptr;
-    if (!pci_bus_id.empty() &&
-        std::sscanf(pci_bus_id.c_str(), "%x:%x:%x.%x", &dom, &bus, &dev, &func) == 4)
+    if (!pci_bus_id.empty() && std::sscanf(pci_bus_id.c_str(), "%x:%x:%x.%x", &dom, &bus, &dev, &func) == 4)
         pci = hwloc_get_pcidev_by_busid(topo, dom, bus, dev, func);
     if (pci) {
         hwloc_obj_t host = hwloc_get_non_io_ancestor_obj(topo, pci);
         if (host && host->nodeset) hwloc_bitmap_copy(want, host->nodeset);
     } else {
         hwloc_cpuset_t cpus = hwloc_bitmap_alloc();
-        if (hwloc_get_cpubind(topo, cpus, HWLOC_CPUBIND_PROCESS) == 0)
-            hwloc_cpuset_to_nodeset(topo, cpus, want);
+        if (hwloc_get_cpubind(topo, cpus, HWLOC_CPUBIND_PROCESS) == 0) hwloc_cpuset_to_nodeset(topo, cpus, want);
         hwloc_bitmap_free(cpus);
     }
     if (!hwloc_bitmap_iszero(want)) {
         hwloc_nodeset_t saved = hwloc_bitmap_alloc();
         hwloc_membind_policy_t policy;
         if (hwloc_get_membind(topo, saved, &policy, HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) == 0 &&
-            hwloc_set_membind(topo, want, HWLOC_MEMBIND_BIND,
-                              HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) == 0) {
+            hwloc_set_membind(topo, want, HWLOC_MEMBIND_BIND, HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) == 0) {
             saved_nodeset_ = saved;
             saved_policy_ = policy;
             bound_ = true;

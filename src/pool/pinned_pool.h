@@ -24,8 +24,8 @@ public:
 
 class PinnedPool {
 public:
-    PinnedPool(std::unique_ptr<PinnedAllocator> allocator, std::size_t slot_size,
-               std::size_t capacity_bytes, std::size_t segment_bytes = 4u << 20);
+    PinnedPool(std::unique_ptr<PinnedAllocator> allocator, std::size_t slot_size, std::size_t capacity_bytes,
+               std::size_t segment_bytes = 4u << 20);
     ~PinnedPool();
     PinnedPool(const PinnedPool &) = delete;
     PinnedPool &operator=(const PinnedPool &) = delete;
@@ -38,7 +38,7 @@ public:
     std::size_t slot_size() const { return slot_size_; }
     std::size_t slots_total() const { return max_slots_; }
     std::size_t slots_in_use() const;
-    std::size_t allocations() const;  // underlying pinned allocations made so far
+    std::size_t allocations() const;      // underlying pinned allocations made so far
     std::size_t exhausted_count() const;  // times acquire() found no slot
     const std::string &last_error() const { return last_error_; }
 

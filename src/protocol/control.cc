@@ -41,8 +41,10 @@ void ControlChannel::poll() {
                 if (it != ctx.receivers.end()) it->second->on_abort(msg);
             } else {
                 auto it = ctx.senders.find(msg.transfer_id);
-                if (it != ctx.senders.end()) it->second->on_control(msg);
-                else counter("protocol.control.orphan")++;
+                if (it != ctx.senders.end())
+                    it->second->on_control(msg);
+                else
+                    counter("protocol.control.orphan")++;
             }
         }
         PMPI_Irecv(&buffers_[i], sizeof(ControlMessage), MPI_BYTE, MPI_ANY_SOURCE, kControlTag, ctx.proto_comm,

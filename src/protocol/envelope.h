@@ -31,15 +31,15 @@ const char *mode_name(TransferMode m);
 struct Envelope {
     std::uint32_t magic;
     std::uint16_t version;
-    std::uint16_t buf_kind;       // BufKind of the sender's buffer
-    std::uint64_t size;           // packed bytes of the message
-    std::uint64_t transfer_id;    // sender-local id; names the transfer in CTS/data/FIN
-    std::int32_t sender_rank;     // in the private (world) communicator
-    std::uint32_t chunk_size;     // sender's proposal (BRIEF P4)
-    std::uint16_t depth;          // sender's proposal
+    std::uint16_t buf_kind;     // BufKind of the sender's buffer
+    std::uint64_t size;         // packed bytes of the message
+    std::uint64_t transfer_id;  // sender-local id; names the transfer in CTS/data/FIN
+    std::int32_t sender_rank;   // in the private (world) communicator
+    std::uint32_t chunk_size;   // sender's proposal (BRIEF P4)
+    std::uint16_t depth;        // sender's proposal
     std::uint16_t flags;
-    std::uint64_t node_id;        // hash of the sender's host
-    IpcExport ipc;                // valid when flags & kEnvelopeHasIpc
+    std::uint64_t node_id;  // hash of the sender's host
+    IpcExport ipc;          // valid when flags & kEnvelopeHasIpc
     std::uint8_t reserved[kEnvelopeBytes - 44 - sizeof(IpcExport)];
 };
 
@@ -49,13 +49,13 @@ enum class ControlType : std::uint16_t { CTS = 1, FIN = 2, ABORT = 3 };
 
 struct ControlMessage {
     std::uint32_t magic;
-    std::uint16_t type;           // ControlType
-    std::uint16_t mode;           // TransferMode (CTS)
-    std::uint64_t transfer_id;    // the sender's id from the envelope
-    std::uint64_t bytes;          // bytes the receiver takes: < size when truncating
-    std::uint32_t chunk_size;     // final choice (CTS)
-    std::uint16_t depth;          // final choice (CTS)
-    std::uint16_t status;         // FIN: 0 ok, else an MPI error class
+    std::uint16_t type;         // ControlType
+    std::uint16_t mode;         // TransferMode (CTS)
+    std::uint64_t transfer_id;  // the sender's id from the envelope
+    std::uint64_t bytes;        // bytes the receiver takes: < size when truncating
+    std::uint32_t chunk_size;   // final choice (CTS)
+    std::uint16_t depth;        // final choice (CTS)
+    std::uint16_t status;       // FIN: 0 ok, else an MPI error class
 };
 #pragma pack(pop)
 

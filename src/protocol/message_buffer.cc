@@ -185,8 +185,8 @@ char *MessageBuffer::contiguous_host() const {
     return nullptr;
 }
 
-int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs,
-                        MessageBuffer *out, std::string *why) {
+int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs, MessageBuffer *out,
+                        std::string *why) {
     out->layout = describe_layout(count, type);
     if (out->layout.error != MPI_SUCCESS) {
         *why = out->layout.error == MPI_ERR_COUNT ? format("count %d is negative", count)
@@ -202,8 +202,10 @@ int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAtt
         return MPI_SUCCESS;
     }
     if (!out->layout.contiguous) {
-        *why = format("non-contiguous datatypes on %s buffers are not supported yet "
-                      "(GPU pack/unpack kernels: ROADMAP 1)", buf_kind_name(attrs.kind));
+        *why = format(
+            "non-contiguous datatypes on %s buffers are not supported yet "
+            "(GPU pack/unpack kernels: ROADMAP 1)",
+            buf_kind_name(attrs.kind));
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }
     Accel *accel = accel_for(attrs.kind);

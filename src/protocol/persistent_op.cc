@@ -5,8 +5,8 @@
 
 namespace mpiacc {
 
-PersistentOp::PersistentOp(Kind kind, void *buf, int count, MPI_Datatype type, int peer, int tag,
-                           MPI_Comm comm_in, SendMode mode, const char *call_in)
+PersistentOp::PersistentOp(Kind kind, void *buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm_in,
+                           SendMode mode, const char *call_in)
     : kind_(kind), buf_(buf), count_(count), type_(type), peer_(peer), tag_(tag), mode_(mode) {
     comm = comm_in;
     call = call_in;

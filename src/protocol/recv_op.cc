@@ -35,8 +35,7 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
     op->call = call;
     int rc;
     op->matching_is_user_handle_ = posting != Posting::BOUNCE;
-    if (posting == Posting::IN_PLACE &&
-        overlaps_in_place_receive(op->dest_.contiguous_host(), op->dest_.bytes))
+    if (posting == Posting::IN_PLACE && overlaps_in_place_receive(op->dest_.contiguous_host(), op->dest_.bytes))
         posting = Posting::WATCHED_BOUNCE;
     if (posting == Posting::IN_PLACE) {
         rc = PMPI_Irecv(op->dest_.host, op->dest_.count, op->dest_.type.get(), source, tag, comm,
@@ -58,8 +57,8 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
     return MPI_SUCCESS;
 }
 
-int RecvOp::from_matched(MessageBuffer &&dest, const void *data, std::size_t len, const MPI_Status &st,
-                         MPI_Comm comm, const char *call, std::unique_ptr<RecvOp> *out) {
+int RecvOp::from_matched(MessageBuffer &&dest, const void *data, std::size_t len, const MPI_Status &st, MPI_Comm comm,
+                         const char *call, std::unique_ptr<RecvOp> *out) {
     std::unique_ptr<RecvOp> op(new RecvOp());
     op->dest_ = std::move(dest);
     op->comm = comm;
@@ -71,8 +70,8 @@ int RecvOp::from_matched(MessageBuffer &&dest, const void *data, std::size_t len
     return MPI_SUCCESS;
 }
 
-int RecvOp::from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &st, MPI_Comm comm,
-                                        const char *call, std::unique_ptr<RecvOp> *out) {
+int RecvOp::from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &st, MPI_Comm comm, const char *call,
+                                        std::unique_ptr<RecvOp> *out) {
     std::unique_ptr<RecvOp> op(new RecvOp());
     op->dest_ = std::move(dest);
     op->comm = comm;
@@ -213,16 +212,15 @@ void RecvOp::deliver_payload(const void *data, std::size_t len) {
     std::size_t n = std::min(len, dest_.bytes);
     int err = status.MPI_ERROR;
     if (err == MPI_SUCCESS && len > dest_.bytes)
-        err = make_error_code(MPI_ERR_TRUNCATE, call,
-                              format("message of %zu bytes is longer than the receive buffer (%zu bytes)", len,
-                                     dest_.bytes));
+        err = make_error_code(
+            MPI_ERR_TRUNCATE, call,
+            format("message of %zu bytes is longer than the receive buffer (%zu bytes)", len, dest_.bytes));
     // MPICH's own status is already exact for a payload that fit; rewriting it costs two
     // PMPI calls on the message-rate path.
     if (err != MPI_SUCCESS || n != len) set_status(&status, status.MPI_SOURCE, status.MPI_TAG, n, err, false);
     error = err;
     if (dest_.kind == BufKind::HOST) {
-        if (!data_in_user_buffer_ && n > 0)
-            unpack_range(data, n, dest_.host, dest_.count, dest_.type.get(), 0);
+        if (!data_in_user_buffer_ && n > 0) unpack_range(data, n, dest_.host, dest_.count, dest_.type.get(), 0);
         state_ = State::DONE;
         return;
     }
@@ -236,8 +234,7 @@ void RecvOp::deliver_payload(const void *data, std::size_t len) {
     // CPU copy (4.3 GB/s host-to-device at 1 MiB, against 7.3 for staging by hand, on
     // the H200 machine). Receives that only ever get envelopes (device to device) never
     // pay for a registration.
-    const bool pinned_source =
-        data == bounce_.data() && n >= kPinnedBounceMin && bounce_.pin(accel_for(dest_.kind));
+    const bool pinned_source = data == bounce_.data() && n >= kPinnedBounceMin && bounce_.pin(accel_for(dest_.kind));
     pool_ = dest_.device->staging_pool();
     if (!pinned_source && pool_ && !(pool_->allocations() == 0 && !pool_->last_error().empty())) {
         // Through pinned slots: a copy from the pageable bounce buffer is synchronous and
@@ -318,8 +315,8 @@ void RecvOp::on_envelope(const Envelope &env) {
     constexpr std::size_t kPullIntoHostMin = 2u << 20;
     bool host_dest_contig = dest_.kind == BufKind::HOST && dest_.contiguous_host() &&
                             std::min<std::size_t>(env.size, dest_.bytes) >= kPullIntoHostMin;
-    if ((env.flags & kEnvelopeHasIpc) && env.node_id == ctx.node_id && ctx.knobs.ipc && cuda &&
-        cuda->available() && (dest_.kind == BufKind::CUDA || host_dest_contig)) {
+    if ((env.flags & kEnvelopeHasIpc) && env.node_id == ctx.node_id && ctx.knobs.ipc && cuda && cuda->available() &&
+        (dest_.kind == BufKind::CUDA || host_dest_contig)) {
         mode_ = TransferMode::IPC;
     } else if (sender_kind == BufKind::HOST && dest_.kind == BufKind::HOST) {
         mode_ = TransferMode::DIRECT;
@@ -334,9 +331,8 @@ void RecvOp::on_envelope(const Envelope &env) {
     if (ctx.knobs.verbose >= 1)
         std::fprintf(stderr, "[mpiacc %d] %s: RTS id=%llu from %d: %llu bytes %s -> %s, mode %s, chunk %zu x%zu%s\n",
                      ctx.world_rank, call, static_cast<unsigned long long>(env.transfer_id), peer_,
-                     static_cast<unsigned long long>(env.size), buf_kind_name(sender_kind),
-                     buf_kind_name(dest_.kind), mode_name(mode_), chunk_size_, depth_,
-                     truncated_ ? " (truncating)" : "");
+                     static_cast<unsigned long long>(env.size), buf_kind_name(sender_kind), buf_kind_name(dest_.kind),
+                     mode_name(mode_), chunk_size_, depth_, truncated_ ? " (truncating)" : "");
     ctx.receivers[{peer_, env.transfer_id}] = this;
     registered_ = true;
 
@@ -496,8 +492,7 @@ void RecvOp::pipeline_step() {
             c.pool = pool_;
             into = slot;
         }
-        if (netmod().recv_bytes(into, c.len, peer_, tag, &c.request) !=
-            MPI_SUCCESS) {
+        if (netmod().recv_bytes(into, c.len, peer_, tag, &c.request) != MPI_SUCCESS) {
             if (c.staging) pool_->release(c.staging);
             fail(MPI_ERR_OTHER, "posting a chunk receive failed");
             return;
@@ -550,10 +545,11 @@ void RecvOp::ipc_step() {
     ipc_copies_.clear();
     ipc_source_.reset();
     set_status(&status, status.MPI_SOURCE, status.MPI_TAG, bytes_,
-               truncated_ ? make_error_code(MPI_ERR_TRUNCATE, call,
-                                            format("message of %llu bytes is longer than the receive buffer (%zu bytes)",
-                                                   static_cast<unsigned long long>(envelope_.size), dest_.bytes))
-                          : MPI_SUCCESS,
+               truncated_
+                   ? make_error_code(MPI_ERR_TRUNCATE, call,
+                                     format("message of %llu bytes is longer than the receive buffer (%zu bytes)",
+                                            static_cast<unsigned long long>(envelope_.size), dest_.bytes))
+                   : MPI_SUCCESS,
                false);
     error = status.MPI_ERROR;
     send_control(ControlType::FIN, 0);

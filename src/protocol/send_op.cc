@@ -11,8 +11,8 @@
 
 namespace mpiacc {
 
-int SendOp::start(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode,
-                  const char *call, std::unique_ptr<SendOp> *out) {
+int SendOp::start(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode, const char *call,
+                  std::unique_ptr<SendOp> *out) {
     Context &ctx = context();
     std::unique_ptr<SendOp> op(new SendOp());
     op->source_ = std::move(source);
@@ -32,8 +32,7 @@ int SendOp::start(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, Send
     e.chunk_size = static_cast<std::uint32_t>(ctx.knobs.chunk_size);
     e.depth = static_cast<std::uint16_t>(std::max<long>(2, ctx.knobs.pipeline_depth));
     e.node_id = ctx.node_id;
-    if (op->source_.device && ctx.knobs.ipc && op->source_.device->ipc_export(&e.ipc))
-        e.flags |= kEnvelopeHasIpc;
+    if (op->source_.device && ctx.knobs.ipc && op->source_.device->ipc_export(&e.ipc)) e.flags |= kEnvelopeHasIpc;
 
     int rc;
     switch (mode) {
@@ -165,8 +164,7 @@ void SendOp::start_data() {
         } else {
             prefix_.resize(send_bytes_);
             rc = pack_range(source_.host, source_.count, source_.type.get(), 0, prefix_.data(), send_bytes_);
-            if (rc == MPI_SUCCESS)
-                rc = netmod().send_bytes(prefix_.data(), send_bytes_, peer_, tag, &data_request_);
+            if (rc == MPI_SUCCESS) rc = netmod().send_bytes(prefix_.data(), send_bytes_, peer_, tag, &data_request_);
         }
         if (rc != MPI_SUCCESS) fail(MPI_ERR_OTHER, "sending the data of a direct transfer failed");
         return;
@@ -215,8 +213,7 @@ void SendOp::pipeline_step() {
         for (auto &c : chunks_) {
             if (c.index == next_to_send_ && c.stage == ChunkState::Stage::NETWORK && !c.sent) {
                 const void *from = c.staging ? c.staging : source_.contiguous_host() + c.offset;
-                if (netmod().send_bytes(from, c.len, peer_, tag, &c.request) !=
-                    MPI_SUCCESS) {
+                if (netmod().send_bytes(from, c.len, peer_, tag, &c.request) != MPI_SUCCESS) {
                     fail(MPI_ERR_OTHER, "sending a pipeline chunk failed");
                     return;
                 }

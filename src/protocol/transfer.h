@@ -44,13 +44,13 @@ private:
 // buffer. The protocol moves byte ranges of it.
 struct MessageBuffer {
     BufKind kind = BufKind::HOST;
-    void *host = nullptr;            // host: the user's buffer
+    void *host = nullptr;  // host: the user's buffer
     int count = 0;
     TypeRef type;
     Layout layout;
-    std::vector<char> packed;        // host: packed copy (non-contiguous source, Bsend)
+    std::vector<char> packed;  // host: packed copy (non-contiguous source, Bsend)
     std::unique_ptr<DeviceBuffer> device;
-    std::size_t bytes = 0;           // packed size (send) or capacity (receive)
+    std::size_t bytes = 0;  // packed size (send) or capacity (receive)
 
     // Host memory holding bytes [0, bytes) contiguously, or null when not available.
     char *contiguous_host() const;
@@ -115,8 +115,8 @@ class SendOp : public Op {
 public:
     // Sends the envelope at once on the user's communicator (so ordering holds, DESIGN
     // 2.1) and waits for the receiver's CTS or FIN.
-    static int start(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode,
-                     const char *call, std::unique_ptr<SendOp> *out);
+    static int start(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode, const char *call,
+                     std::unique_ptr<SendOp> *out);
     ~SendOp() override;
     void progress() override;
     int cancel() override;
@@ -164,17 +164,16 @@ public:
                     std::unique_ptr<RecvOp> *out, MPI_Request *matching);
     // Continues from an envelope (or payload) already received into `data` of `len` bytes
     // with matching status `st` (blocking receive, probe stash, MPI_Mrecv).
-    static int from_matched(MessageBuffer &&dest, const void *data, std::size_t len,
-                            const MPI_Status &st, MPI_Comm comm, const char *call,
-                            std::unique_ptr<RecvOp> *out);
+    static int from_matched(MessageBuffer &&dest, const void *data, std::size_t len, const MPI_Status &st,
+                            MPI_Comm comm, const char *call, std::unique_ptr<RecvOp> *out);
     // Continues a host receive posted without a RecvOp (core/host_recv.h) whose matching
     // message is the envelope at `envelope`. `held`, when not MPI_REQUEST_NULL, is the
     // completed MPICH request behind the user's handle; the op frees it when destroyed.
     static int from_host_receive(MessageBuffer &&dest, const void *envelope, const MPI_Status &st, MPI_Comm comm,
                                  const char *call, MPI_Request held, std::unique_ptr<RecvOp> *out);
     // Continues a watched host receive whose request already completed (MPICH freed it).
-    static int from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &st, MPI_Comm comm,
-                                           const char *call, std::unique_ptr<RecvOp> *out);
+    static int from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &st, MPI_Comm comm, const char *call,
+                                           std::unique_ptr<RecvOp> *out);
     ~RecvOp() override;
     void progress() override;
     int cancel() override;
@@ -230,8 +229,8 @@ private:
 class PersistentOp : public Op {
 public:
     enum class Kind { SEND, RECV };
-    PersistentOp(Kind kind, void *buf, int count, MPI_Datatype type, int peer, int tag,
-                 MPI_Comm comm, SendMode mode, const char *call);
+    PersistentOp(Kind kind, void *buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, SendMode mode,
+                 const char *call);
     int start() override;
     void progress() override;
     int cancel() override;
@@ -276,8 +275,8 @@ struct StashedEnvelope {
 
 // Builds the MessageBuffer for a call's (buf, count, type) with the classified attrs:
 // host, or a device buffer captured now. Returns an MPI error class with *why on failure.
-int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs,
-                        MessageBuffer *out, std::string *why);
+int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs, MessageBuffer *out,
+                        std::string *why);
 
 // Largest payload a sender may send without an envelope: host data under the
 // rendezvous threshold, or device data a blocking send staged whole.

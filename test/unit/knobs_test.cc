@@ -52,9 +52,15 @@ TEST(ParseSize, reads_plain_byte_counts) {
 
 TEST(ParseSize, k_m_g_suffixes_are_powers_of_1024) {
     const std::map<std::string, std::size_t> cases = {
-        {"1K", 1u << 10},        {"16k", 16u << 10},          {"256K", 256u << 10},
-        {"1M", 1u << 20},        {"8m", 8u << 20},            {"64MiB", 64u << 20},
-        {"1G", std::size_t{1} << 30}, {"3g", std::size_t{3} << 30}, {"2GiB", std::size_t{2} << 30},
+        {"1K", 1u << 10},
+        {"16k", 16u << 10},
+        {"256K", 256u << 10},
+        {"1M", 1u << 20},
+        {"8m", 8u << 20},
+        {"64MiB", 64u << 20},
+        {"1G", std::size_t{1} << 30},
+        {"3g", std::size_t{3} << 30},
+        {"2GiB", std::size_t{2} << 30},
         {"4KiB", 4u << 10},
     };
     for (const auto &c : cases) {
@@ -73,11 +79,11 @@ TEST(ParseSize, rejects_malformed_text) {
 
 TEST(ParseSize, rejects_values_that_overflow) {
     std::size_t v = 0;
-    EXPECT_FALSE(parse_size("18446744073709551616", &v));      // 2^64
+    EXPECT_FALSE(parse_size("18446744073709551616", &v));  // 2^64
     EXPECT_FALSE(parse_size("99999999999999999999999", &v));
-    EXPECT_FALSE(parse_size("17179869184G", &v));              // 2^34 GiB = 2^64
-    EXPECT_FALSE(parse_size("18014398509481984K", &v));        // 2^54 KiB = 2^64
-    EXPECT_TRUE(parse_size("17179869183G", &v));               // just below
+    EXPECT_FALSE(parse_size("17179869184G", &v));        // 2^34 GiB = 2^64
+    EXPECT_FALSE(parse_size("18014398509481984K", &v));  // 2^54 KiB = 2^64
+    EXPECT_TRUE(parse_size("17179869183G", &v));         // just below
     EXPECT_EQ(v, std::size_t{17179869183} << 30);
 }
 

@@ -32,7 +32,7 @@ namespace mpiacc {
 namespace {
 
 constexpr std::uintptr_t kGranule = std::uintptr_t{1} << MemtypeCache::kGranuleShift;
-constexpr std::uintptr_t kHostA = 0x10000000;      // fake host addresses: never dereferenced
+constexpr std::uintptr_t kHostA = 0x10000000;        // fake host addresses: never dereferenced
 constexpr std::uintptr_t kDevBase = 0x7f0000000000;  // fake device VA, 2 MiB aligned
 
 const void *at(std::uintptr_t a) { return reinterpret_cast<const void *>(a); }
@@ -46,8 +46,7 @@ struct FakeDriver {
     bool report_ranges = true;
     std::uint64_t next_id = 1;
 
-    const PointerInfo &alloc(std::uintptr_t base, std::size_t size, int ordinal,
-                             MemoryKind kind = MemoryKind::DEVICE) {
+    const PointerInfo &alloc(std::uintptr_t base, std::size_t size, int ordinal, MemoryKind kind = MemoryKind::DEVICE) {
         PointerInfo p;
         p.kind = kind;
         p.ordinal = ordinal;
@@ -100,7 +99,7 @@ TEST(MemtypeCache, host_pointer_is_queried_once_then_answered_from_the_granule_t
     PointerInfo info;
     EXPECT_FALSE(cache.is_cuda(at(kHostA), &info));
     EXPECT_FALSE(cache.is_cuda(at(kHostA), &info));
-    EXPECT_FALSE(cache.is_cuda(at(kHostA + 100), &info));          // same granule
+    EXPECT_FALSE(cache.is_cuda(at(kHostA + 100), &info));           // same granule
     EXPECT_FALSE(cache.is_cuda(at(kHostA + kGranule - 1), &info));  // last byte of it
     EXPECT_EQ(drv.queries, 1);
     EXPECT_EQ(cache.queries(), 1u);
@@ -205,7 +204,7 @@ TEST(MemtypeCache, resolve_keeps_a_live_range_after_checking_its_buffer_id) {
     ASSERT_TRUE(info.is_cuda());
     ASSERT_TRUE(cache.resolve(at(kDevBase + 20), &info, &stale, &why));
     EXPECT_TRUE(info.is_cuda());
-    EXPECT_EQ(drv.queries, 1);     // the second is a buffer-id check, not a full query
+    EXPECT_EQ(drv.queries, 1);  // the second is a buffer-id check, not a full query
     EXPECT_EQ(drv.id_queries, 1);
     EXPECT_FALSE(stale.is_cuda());
 }
@@ -218,7 +217,7 @@ TEST(MemtypeCache, resolve_notices_a_freed_range_and_reports_it_stale) {
     std::string why;
     ASSERT_TRUE(cache.is_cuda(at(kDevBase), &info));
     drv.release(kDevBase);
-    EXPECT_TRUE(cache.is_cuda(at(kDevBase), &info));  // the hot path trusts the range...
+    EXPECT_TRUE(cache.is_cuda(at(kDevBase), &info));                // the hot path trusts the range...
     ASSERT_TRUE(cache.resolve(at(kDevBase), &info, &stale, &why));  // ...capture does not
     EXPECT_EQ(info.kind, MemoryKind::HOST);
     EXPECT_TRUE(stale.is_cuda());

@@ -143,8 +143,11 @@ class CudaPinnedAllocator final : public PinnedAllocator {
 public:
     CudaPinnedAllocator(int device, std::string pci_bus_id, std::shared_ptr<const DriverApi> driver,
                         std::shared_ptr<PinnedRanges> ranges)
-        : device_(device), pci_bus_id_(std::move(pci_bus_id)), driver_(std::move(driver)),
-          ranges_(std::move(ranges)), allocations_(counter("cuda.pinned.alloc")) {}
+        : device_(device),
+          pci_bus_id_(std::move(pci_bus_id)),
+          driver_(std::move(driver)),
+          ranges_(std::move(ranges)),
+          allocations_(counter("cuda.pinned.alloc")) {}
 
     void *allocate(std::size_t bytes, std::string *why) override {
         DeviceGuard guard(device_, driver_.get());
@@ -201,7 +204,9 @@ struct PooledEvent {
 class EventPool : public std::enable_shared_from_this<EventPool> {
 public:
     EventPool(int device, bool interprocess, std::shared_ptr<const DriverApi> driver)
-        : device_(device), interprocess_(interprocess), driver_(std::move(driver)),
+        : device_(device),
+          interprocess_(interprocess),
+          driver_(std::move(driver)),
           created_(counter("cuda.event.created")) {}
     ~EventPool() { destroy(free_); }
     EventPool(const EventPool &) = delete;
@@ -381,8 +386,10 @@ public:
         }
         if (!tail) return;
         cudaError_t e = cudaEventQuery(tail->get());
-        if (e == cudaSuccess) note_done(tail_seq);
-        else if (e != cudaErrorNotReady) quiet(e);  // the copy's own query reports it
+        if (e == cudaSuccess)
+            note_done(tail_seq);
+        else if (e != cudaErrorNotReady)
+            quiet(e);  // the copy's own query reports it
     }
 
 private:
@@ -405,9 +412,9 @@ struct DeviceState {
     int ordinal = -1;
     std::shared_ptr<const DriverApi> driver;
     std::unique_ptr<PinnedPool> staging;
-    std::shared_ptr<EventPool> events;      // plain
-    std::shared_ptr<EventPool> ipc_events;  // interprocess
-    std::vector<cudaStream_t> streams;  // kStreamPairs pairs, then the pull stream; non-blocking
+    std::shared_ptr<EventPool> events;                     // plain
+    std::shared_ptr<EventPool> ipc_events;                 // interprocess
+    std::vector<cudaStream_t> streams;                     // kStreamPairs pairs, then the pull stream; non-blocking
     std::vector<std::unique_ptr<StreamTracker>> trackers;  // one per stream
     std::atomic<unsigned> next_pair{0};
 
@@ -462,8 +469,13 @@ public:
     CopyCompletion(std::shared_ptr<DeviceState> device, std::size_t stream_index, void *dst, const void *src,
                    std::size_t len, std::vector<std::shared_ptr<EventRef>> deps,
                    std::vector<std::shared_ptr<void>> keep)
-        : device_(std::move(device)), stream_(device_->streams[stream_index]),
-          tracker_(device_->trackers[stream_index].get()), dst_(dst), src_(src), len_(len), deps_(std::move(deps)),
+        : device_(std::move(device)),
+          stream_(device_->streams[stream_index]),
+          tracker_(device_->trackers[stream_index].get()),
+          dst_(dst),
+          src_(src),
+          len_(len),
+          deps_(std::move(deps)),
           keep_(std::move(keep)) {}
 
     // Enqueue now, or (host_orders) once the dependencies have completed. Fails only
@@ -610,8 +622,8 @@ struct CudaAccel::State : std::enable_shared_from_this<CudaAccel::State> {
     bool export_mem_handle(const PointerInfo &info, cudaIpcMemHandle_t *out);
     int capture(void *addr, std::size_t bytes, const BufferAttrs &attrs, std::unique_ptr<DeviceBuffer> *out,
                 std::string *why);
-    int capture_dependency(DeviceState &device, unsigned pair, const BufferAttrs &attrs,
-                           std::shared_ptr<EventRef> *dep, std::string *why);
+    int capture_dependency(DeviceState &device, unsigned pair, const BufferAttrs &attrs, std::shared_ptr<EventRef> *dep,
+                           std::string *why);
     int ipc_import(const IpcExport &peer, std::size_t bytes, std::unique_ptr<DeviceBuffer> *out, std::string *why);
     int open_mapping(const IpcExport &peer, int device, std::shared_ptr<IpcMapping> *out, std::string *why);
     std::shared_ptr<EventRef> open_event(const std::uint8_t *handle, int device, std::string *why);
@@ -662,8 +674,14 @@ public:
     CudaBuffer(std::shared_ptr<CudaAccel::State> owner, std::shared_ptr<DeviceState> device, char *ptr,
                std::size_t capacity, const PointerInfo &info, std::shared_ptr<EventRef> dep, unsigned pair,
                std::shared_ptr<IpcMapping> mapping)
-        : owner_(std::move(owner)), device_(std::move(device)), ptr_(ptr), capacity_(capacity), info_(info),
-          dep_(std::move(dep)), pair_(pair), mapping_(std::move(mapping)) {}
+        : owner_(std::move(owner)),
+          device_(std::move(device)),
+          ptr_(ptr),
+          capacity_(capacity),
+          info_(info),
+          dep_(std::move(dep)),
+          pair_(pair),
+          mapping_(std::move(mapping)) {}
 
     BufKind kind() const override { return BufKind::CUDA; }
     std::size_t capacity() const override { return capacity_; }
@@ -742,8 +760,8 @@ private:
 
     bool in_bounds(std::size_t offset, std::size_t len, const char *what, std::string *why) const {
         if (offset <= capacity_ && len <= capacity_ - offset) return true;
-        *why = format("%s: bytes [%zu, %zu) are outside the %zu-byte CUDA buffer", what, offset, offset + len,
-                      capacity_);
+        *why =
+            format("%s: bytes [%zu, %zu) are outside the %zu-byte CUDA buffer", what, offset, offset + len, capacity_);
         return false;
     }
 
@@ -966,9 +984,10 @@ int CudaAccel::State::capture(void *addr, std::size_t bytes, const BufferAttrs &
             *why = format("buf %p is in a CUDA allocation that has been freed (it was %zu bytes at %p on device %d)",
                           addr, stale.size, reinterpret_cast<void *>(stale.base), stale.ordinal);
         else
-            *why = format("buf %p is not CUDA memory (host memory, or a freed device allocation) but the datatype "
-                          "says MPIX_ACC_BUF_CUDA",
-                          addr);
+            *why = format(
+                "buf %p is not CUDA memory (host memory, or a freed device allocation) but the datatype "
+                "says MPIX_ACC_BUF_CUDA",
+                addr);
         return MPI_ERR_BUFFER;
     }
 
@@ -991,7 +1010,8 @@ int CudaAccel::State::capture(void *addr, std::size_t bytes, const BufferAttrs &
             return MPI_ERR_ARG;
         }
         if (!managed && wanted != device) {
-            *why = format("MPIX_ACC_DEVICE says CUDA device %d but buf %p is memory of device %d", wanted, addr, device);
+            *why =
+                format("MPIX_ACC_DEVICE says CUDA device %d but buf %p is memory of device %d", wanted, addr, device);
             return MPI_ERR_ARG;
         }
         device = wanted;  // managed memory: the caller's choice of device runs the copies
@@ -1003,9 +1023,10 @@ int CudaAccel::State::capture(void *addr, std::size_t bytes, const BufferAttrs &
         cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
         if (quiet(cudaStreamIsCapturing(stream, &capturing)) == cudaSuccess &&
             capturing != cudaStreamCaptureStatusNone) {
-            *why = format("MPIX_ACC_STREAM %p is being captured into a CUDA graph; MPI-ACC cannot order a transfer "
-                          "after work that has not been launched",
-                          attrs.stream);
+            *why = format(
+                "MPIX_ACC_STREAM %p is being captured into a CUDA graph; MPI-ACC cannot order a transfer "
+                "after work that has not been launched",
+                attrs.stream);
             return MPI_ERR_ARG;
         }
         int stream_device = -1;

@@ -98,7 +98,8 @@ void MemtypeCache::remember_device(const PointerInfo &info) {
     drop_host_granules(info.base >> kGranuleShift, (end - 1) >> kGranuleShift);
 }
 
-bool MemtypeCache::query_and_remember(const void *addr, PointerInfo *info, std::string *why, bool remember_host_answer) {
+bool MemtypeCache::query_and_remember(const void *addr, PointerInfo *info, std::string *why,
+                                      bool remember_host_answer) {
     queries_.fetch_add(1, std::memory_order_relaxed);
     PointerInfo fresh;
     if (!query_.query(addr, &fresh, why)) return false;

@@ -30,10 +30,10 @@ enum class MemoryKind : std::uint8_t {
 // What the driver said about one address.
 struct PointerInfo {
     MemoryKind kind = MemoryKind::HOST;
-    int ordinal = -1;              // device of the allocation (DEVICE, MANAGED)
-    std::uintptr_t base = 0;       // allocation start; 0 with size 0 when unknown
-    std::size_t size = 0;          // allocation length in bytes
-    std::uint64_t buffer_id = 0;   // process-unique allocation identity (0 when unknown)
+    int ordinal = -1;             // device of the allocation (DEVICE, MANAGED)
+    std::uintptr_t base = 0;      // allocation start; 0 with size 0 when unknown
+    std::size_t size = 0;         // allocation length in bytes
+    std::uint64_t buffer_id = 0;  // process-unique allocation identity (0 when unknown)
 
     bool is_cuda() const { return kind == MemoryKind::DEVICE || kind == MemoryKind::MANAGED; }
     bool contains(std::uintptr_t addr) const { return addr >= base && addr - base < size; }
