@@ -38,13 +38,26 @@ TypeRef::TypeRef(MPI_Datatype t) : type_(t) {
     }
 }
 
+namespace {
+
+// Frees a duplicate this TypeRef made. Its layout facts go first: MPICH hands a freed
+// handle out again, and facts cached under it described a type of another size (seen on
+// the H200 machine: a duplicate of MPI_CHAR read as 8 bytes an element, the size of an
+// earlier test's freed MPI_DOUBLE duplicate).
+void free_duplicate(MPI_Datatype *type) {
+    forget_layout(*type);
+    PMPI_Type_free(type);
+}
+
+}  // namespace
+
 TypeRef::~TypeRef() {
-    if (owned_) PMPI_Type_free(&type_);
+    if (owned_) free_duplicate(&type_);
 }
 
 TypeRef &TypeRef::operator=(TypeRef &&o) noexcept {
     if (this != &o) {
-        if (owned_) PMPI_Type_free(&type_);
+        if (owned_) free_duplicate(&type_);
         type_ = o.type_;
         owned_ = o.owned_;
         o.owned_ = false;

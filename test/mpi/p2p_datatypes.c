@@ -298,5 +298,50 @@ int main(int argc, char **argv) {
         MPI_Type_free(&triple);
     }
 
+    MT_CASE("reused_datatype_handle_is_not_read_with_a_freed_types_size") {
+        /* MPICH hands a freed datatype handle out again. A receive holds its own duplicate
+         * of a derived type; once that duplicate is freed, a new type that gets the same
+         * handle must be read with its own size and layout: 10 chars truncate a 50-byte
+         * message (MPI_ERR_TRUNCATE, guard intact) rather than be read as 10 vectors. */
+        const int tag = 1018;
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        for (int round = 0; round < 20; ++round) {
+            MPI_Datatype dbl, chr;
+            MPI_Type_vector(2, 1, 2, MPI_DOUBLE, &dbl); /* 16 bytes over an extent of 24 */
+            MPI_Type_commit(&dbl);
+            if (mt_rank == 0) {
+                double d[2] = {1.5, 2.5};
+                MPI_Send(d, 2, MPI_DOUBLE, 1, tag, MPI_COMM_WORLD);
+            } else if (mt_rank == 1) {
+                double d[3] = {0, 0, 0};
+                MPI_Request r;
+                MPI_Irecv(d, 1, dbl, 0, tag, MPI_COMM_WORLD, &r);
+                MPI_Wait(&r, MPI_STATUS_IGNORE);
+                MT_CHECK(d[0] == 1.5 && d[2] == 2.5, "round %d: doubles %g %g", round, d[0], d[2]);
+            }
+            MPI_Type_free(&dbl);
+            MPI_Type_dup(MPI_CHAR, &chr);
+            if (mt_rank == 0) {
+                char c[50];
+                memset(c, 'x', sizeof c);
+                MPI_Send(c, 50, MPI_CHAR, 1, tag + 1, MPI_COMM_WORLD);
+            } else if (mt_rank == 1) {
+                char c[10 + 64];
+                memset(c, 0, sizeof c);
+                MPI_Request r;
+                MPI_Status st;
+                MPI_Irecv(c, 10, chr, 0, tag + 1, MPI_COMM_WORLD, &r);
+                int rc = MPI_Wait(&r, &st);
+                int cls = MPI_SUCCESS;
+                if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+                MT_CHECK(cls == MPI_ERR_TRUNCATE, "round %d: 50 bytes into 10 chars gave class %d", round, cls);
+                for (size_t i = 10; i < sizeof c; ++i)
+                    MT_CHECK(c[i] == 0, "round %d: byte %zu past the 10-char buffer was written", round, i);
+            }
+            MPI_Type_free(&chr);
+        }
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    }
+
     return mt_finalize();
 }
