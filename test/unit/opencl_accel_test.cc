@@ -263,24 +263,6 @@ TEST_F(OpenClAccelTest, capture_offset_past_end_is_err_arg) {
     EXPECT_NE(why.find("MPIX_ACC_OFFSET"), std::string::npos) << why;
 }
 
-TEST_F(OpenClAccelTest, capture_remembers_a_cl_mem_until_it_is_destroyed) {
-    auto accel = make_accel(4);
-    BufferAttrs attrs = queue_attrs(user_.queue.get());
-    const long long hits = mpiacc_counter_value("opencl.mem_info.hit");
-    {
-        MemRef small = make_buffer(user_.context.get(), 1024);
-        EXPECT_TRUE(capture_ok(*accel, small.get(), 1024, attrs));
-        EXPECT_TRUE(capture_ok(*accel, small.get(), 1024, attrs));
-        EXPECT_EQ(mpiacc_counter_value("opencl.mem_info.hit"), hits + 1);
-        capture_error(*accel, small.get(), 1025, attrs, MPI_ERR_COUNT);  // size from the cache
-    }
-    // The handle may come back for a new buffer: its own size counts, not the old one's.
-    for (int i = 0; i < 8; ++i) {
-        MemRef large = make_buffer(user_.context.get(), 4096);
-        EXPECT_TRUE(capture_ok(*accel, large.get(), 4096, attrs));
-    }
-}
-
 TEST_F(OpenClAccelTest, capture_offset_plus_bytes_past_end_is_err_count) {
     auto accel = make_accel(4);
     MemRef mem = make_buffer(user_.context.get(), 1024);

@@ -6,17 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
-#include <unordered_map>
 #include <utility>
 
 #include "core/context.h"
-#include "core/counters.h"
 #include "core/error.h"
 
 namespace mpiacc {
@@ -256,40 +252,6 @@ bool OpenClAccel::device_in_context(cl_device_id device, const std::vector<cl_de
     return false;
 }
 
-namespace {
-
-// What inspect_mem found out about a cl_mem, kept until the object is destroyed (its
-// destructor callback erases it), so that a buffer sent again costs no clGet*Info: three
-// of them, with the safe read, cost about 1 us a capture on NVIDIA's OpenCL (H200).
-// Process-wide, because a callback may come after any OpenClAccel is gone; it is never
-// destroyed, because one may come during exit.
-struct MemInfoCache {
-    struct Info {
-        cl_context context;
-        std::size_t size;
-    };
-    std::mutex mutex;
-    std::unordered_map<cl_mem, Info> known;
-    std::atomic<std::int64_t> &hits = counter("opencl.mem_info.hit");
-};
-
-MemInfoCache &mem_info_cache() {
-    static MemInfoCache *cache = new MemInfoCache();  // deliberately never freed (see above)
-    return *cache;
-}
-
-// Bounded: past this many buffers the cache starts again (callbacks of dropped entries
-// then find nothing to erase).
-constexpr std::size_t kMaxKnownMems = 4096;
-
-void CL_CALLBACK forget_mem(cl_mem mem, void *) {
-    MemInfoCache &c = mem_info_cache();
-    std::lock_guard<std::mutex> lock(c.mutex);
-    c.known.erase(mem);
-}
-
-}  // namespace
-
 // PoCL 3.1 answers clGet*Info for any of its objects whatever the type (a queue passed as
 // a cl_mem "succeeds"), so each inspection also checks a property only the right kind of
 // object can have.
@@ -297,17 +259,6 @@ int OpenClAccel::inspect_mem(cl_mem mem, cl_context *context, std::size_t *size,
     if (!mem) {
         *why = "buffer: the cl_mem is NULL";
         return MPI_ERR_BUFFER;
-    }
-    MemInfoCache &cache = mem_info_cache();
-    {
-        std::lock_guard<std::mutex> lock(cache.mutex);
-        auto it = cache.known.find(mem);
-        if (it != cache.known.end()) {
-            *context = it->second.context;
-            *size = it->second.size;
-            cache.hits.fetch_add(1, std::memory_order_relaxed);
-            return MPI_SUCCESS;
-        }
     }
     if (!is_opencl_object(mem)) {
         *why = format("buffer: %p is not a cl_mem (not an OpenCL object; host memory needs MPIX_ACC_BUF_HOST)",
@@ -329,12 +280,6 @@ int OpenClAccel::inspect_mem(cl_mem mem, cl_context *context, std::size_t *size,
             "handles cannot be sent)",
             static_cast<void *>(mem), static_cast<unsigned>(type));
         return MPI_ERR_BUFFER;
-    }
-    // Remembered only when its destruction will be heard of.
-    if (clSetMemObjectDestructorCallback(mem, forget_mem, nullptr) == CL_SUCCESS) {
-        std::lock_guard<std::mutex> lock(cache.mutex);
-        if (cache.known.size() >= kMaxKnownMems) cache.known.clear();
-        cache.known[mem] = MemInfoCache::Info{*context, *size};
     }
     return MPI_SUCCESS;
 }
