@@ -20,35 +20,24 @@
 /* Bounded waits: far above any real completion time, far below run-test's limit. */
 #define P2P_TIMEOUT_S 60.0
 
-/* The host rendezvous threshold in effect: MPIACC_HOST_RNDV_THRESHOLD (bytes, with an
- * optional K/M/G suffix), 8 MiB when unset. */
-/* MPIACC_CHUNK_SIZE as the library reads it (default 1 MiB): the pipeline's packet size. */
-static inline size_t p2p_chunk_size(void) {
-    const char *s = getenv("MPIACC_CHUNK_SIZE");
-    size_t v = (size_t)1 << 20;
-    if (s && *s) {
-        char *end = NULL;
-        unsigned long long x = strtoull(s, &end, 10);
-        if (end && (*end == 'k' || *end == 'K')) x <<= 10;
-        if (end && (*end == 'm' || *end == 'M')) x <<= 20;
-        if (x > 0) v = (size_t)x;
-    }
-    return v;
+/* A SIZE knob as the library reads it from the environment (bytes, with an optional
+ * K/M/G suffix), or `fallback` (the knob's default) when unset. */
+static inline size_t p2p_size_knob(const char *name, size_t fallback) {
+    const char *s = getenv(name);
+    if (!s || !*s) return fallback;
+    char *end = NULL;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (end && (*end == 'k' || *end == 'K')) x <<= 10;
+    if (end && (*end == 'm' || *end == 'M')) x <<= 20;
+    if (end && (*end == 'g' || *end == 'G')) x <<= 30;
+    return x > 0 ? (size_t)x : fallback;
 }
 
-static inline size_t p2p_host_threshold(void) {
-    const char *s = getenv("MPIACC_HOST_RNDV_THRESHOLD");
-    size_t v = (size_t)8 << 20;
-    if (s && *s) {
-        char *end = NULL;
-        unsigned long long x = strtoull(s, &end, 10);
-        if (end && (*end == 'k' || *end == 'K')) x <<= 10;
-        if (end && (*end == 'm' || *end == 'M')) x <<= 20;
-        if (end && (*end == 'g' || *end == 'G')) x <<= 30;
-        if (x > 0) v = (size_t)x;
-    }
-    return v;
-}
+/* The pipeline's packet size: MPIACC_CHUNK_SIZE, 1 MiB when unset. */
+static inline size_t p2p_chunk_size(void) { return p2p_size_knob("MPIACC_CHUNK_SIZE", (size_t)1 << 20); }
+
+/* The host rendezvous threshold in effect: MPIACC_HOST_RNDV_THRESHOLD, 8 MiB when unset. */
+static inline size_t p2p_host_threshold(void) { return p2p_size_knob("MPIACC_HOST_RNDV_THRESHOLD", (size_t)8 << 20); }
 
 static inline void *p2p_alloc(size_t n) {
     void *p = malloc(n ? n : 1);
