@@ -3,6 +3,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -76,15 +77,37 @@ constexpr std::size_t kCachedBytes = 64u << 10;
 constexpr std::size_t kCacheEntries = 64;
 constexpr std::size_t kCacheBytes = 128u << 20;
 
+// Cached bounces are whole pages: a registration (cudaHostRegister) pins whole pages,
+// and two heap buffers sharing one cannot both be registered. A refused registration is
+// also remembered (BounceBuffer::pin), because asking costs as much as registering: the
+// likely cause of 427 us a message for 64 KiB host-to-device with autodetection, against
+// 25 us tagged, in the H200 run of 2026-11-22 (not yet confirmed there).
+constexpr std::size_t kPage = 4096;
+
+char *allocate_bounce(std::size_t bytes, std::size_t *capacity) {
+    if (bytes < kCachedBytes) {
+        *capacity = bytes;
+        return new char[bytes ? bytes : 1];  // uninitialised on purpose
+    }
+    *capacity = (bytes + kPage - 1) / kPage * kPage;
+    return static_cast<char *>(::operator new[](*capacity, std::align_val_t(kPage)));
+}
+
+void delete_bounce(char *data, std::size_t capacity) {
+    if (capacity < kCachedBytes) delete[] data;
+    else ::operator delete[](data, std::align_val_t(kPage));
+}
+
 struct CachedBounce {
     char *data;
     std::size_t capacity;
     Accel *pinned_by;
+    bool pin_failed;
 };
 
 void free_bounce(const CachedBounce &b) {
     if (b.pinned_by) b.pinned_by->unregister_host(b.data);
-    delete[] b.data;
+    delete_bounce(b.data, b.capacity);
 }
 
 // Registered buffers are freed by clear_bounce_cache() at MPI_Finalize, while their
@@ -94,7 +117,7 @@ struct BounceCache {
     std::deque<CachedBounce> free;  // oldest first
     std::size_t bytes = 0;
     ~BounceCache() {
-        for (auto &f : free) delete[] f.data;
+        for (auto &f : free) delete_bounce(f.data, f.capacity);
     }
 };
 
@@ -117,6 +140,7 @@ BounceBuffer::BounceBuffer(std::size_t bytes) : size_(bytes) {
             data_ = best->data;
             capacity_ = best->capacity;
             pinned_by_ = best->pinned_by;
+            pin_failed_ = best->pin_failed;
             c.bytes -= best->capacity;
             c.free.erase(best);
             static std::atomic<std::int64_t> &reused = counter("protocol.bounce.reused");
@@ -126,15 +150,15 @@ BounceBuffer::BounceBuffer(std::size_t bytes) : size_(bytes) {
         static std::atomic<std::int64_t> &allocated = counter("protocol.bounce.allocated");
         allocated.fetch_add(1, std::memory_order_relaxed);
     }
-    data_ = new char[bytes ? bytes : 1];  // uninitialised on purpose
-    capacity_ = bytes;
+    data_ = allocate_bounce(bytes, &capacity_);
 }
 
 BounceBuffer::BounceBuffer(BounceBuffer &&o) noexcept
-    : data_(o.data_), size_(o.size_), capacity_(o.capacity_), pinned_by_(o.pinned_by_) {
+    : data_(o.data_), size_(o.size_), capacity_(o.capacity_), pinned_by_(o.pinned_by_), pin_failed_(o.pin_failed_) {
     o.data_ = nullptr;
     o.size_ = o.capacity_ = 0;
     o.pinned_by_ = nullptr;
+    o.pin_failed_ = false;
 }
 
 BounceBuffer &BounceBuffer::operator=(BounceBuffer &&o) noexcept {
@@ -144,16 +168,22 @@ BounceBuffer &BounceBuffer::operator=(BounceBuffer &&o) noexcept {
         size_ = o.size_;
         capacity_ = o.capacity_;
         pinned_by_ = o.pinned_by_;
+        pin_failed_ = o.pin_failed_;
         o.data_ = nullptr;
         o.size_ = o.capacity_ = 0;
         o.pinned_by_ = nullptr;
+        o.pin_failed_ = false;
     }
     return *this;
 }
 
 bool BounceBuffer::pin(Accel *accel) {
     if (pinned_by_) return true;
-    if (!data_ || !accel || !accel->register_host(data_, capacity_)) return false;
+    if (pin_failed_ || !data_ || !accel) return false;
+    if (!accel->register_host(data_, capacity_)) {
+        pin_failed_ = true;  // asked once per buffer: a refusal costs as much as a success
+        return false;
+    }
     pinned_by_ = accel;
     return true;
 }
@@ -172,9 +202,10 @@ void clear_bounce_cache() {
 void BounceBuffer::release() {
     if (!data_) return;
     std::vector<CachedBounce> evicted;
-    CachedBounce self{data_, capacity_, pinned_by_};
+    CachedBounce self{data_, capacity_, pinned_by_, pin_failed_};
     data_ = nullptr;
     pinned_by_ = nullptr;
+    pin_failed_ = false;
     if (self.capacity >= kCachedBytes && self.capacity <= kCacheBytes) {
         BounceCache &c = bounce_cache();
         std::lock_guard<std::mutex> lock(c.mutex);

@@ -85,6 +85,7 @@ private:
     std::size_t size_ = 0;
     std::size_t capacity_ = 0;
     Accel *pinned_by_ = nullptr;  // registered with this kind; undone before freeing
+    bool pin_failed_ = false;     // a registration was refused: not asked again
 };
 
 // Frees the cached bounce buffers, undoing their registrations (MPI_Finalize, before the

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -97,8 +98,9 @@ public:
     }
     bool register_host(void *p, std::size_t) override {
         registered.push_back(p);
-        return true;
+        return !refuse;
     }
+    bool refuse = false;
     void unregister_host(void *p) override { unregistered.push_back(p); }
     std::vector<void *> registered, unregistered;
 };
@@ -137,4 +139,36 @@ TEST(BounceBuffer, APinnedOneTooLargeToCacheIsUnpinnedWhenReleased) {
         ASSERT_TRUE(huge.pin(&accel));
     }
     EXPECT_EQ(accel.unregistered.size(), 1u);
+}
+
+TEST(BounceBuffer, ARefusedRegistrationIsNotAskedAgain) {
+    clear_bounce_cache();
+    RecordingAccel accel;
+    accel.refuse = true;
+    char *p;
+    {
+        BounceBuffer a(3 * kMiB);
+        EXPECT_FALSE(a.pin(&accel));
+        EXPECT_FALSE(a.pin(&accel));
+        p = a.data();
+    }
+    {
+        BounceBuffer again(3 * kMiB);  // the same buffer, from the cache
+        ASSERT_EQ(again.data(), p);
+        EXPECT_FALSE(again.pin(&accel));
+        EXPECT_FALSE(again.pinned());
+    }
+    EXPECT_EQ(accel.registered.size(), 1u);
+    EXPECT_TRUE(accel.unregistered.empty());
+    clear_bounce_cache();
+}
+
+TEST(BounceBuffer, CachedSizesAreWholePages) {
+    // Registration pins whole pages: two buffers must never share one.
+    for (std::size_t n : {std::size_t{64} << 10, (std::size_t{64} << 10) + 1, std::size_t{3} * kMiB + 5}) {
+        BounceBuffer b(n);
+        EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.data()) % 4096, 0u) << n;
+        EXPECT_EQ(b.size(), n);
+        std::memset(b.data(), 1, n);
+    }
 }
