@@ -30,13 +30,7 @@ int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype) {
     return rc;
 }
 
-int MPI_Type_free(MPI_Datatype *type) {
-    MPI_Datatype t = *type;
-    int rc = PMPI_Type_free(type);
-    // Handles are reused: cached layout facts must not outlive the type.
-    if (rc == MPI_SUCCESS) forget_layout(t);
-    return rc;
-}
+int MPI_Type_free(MPI_Datatype *type) { return free_datatype(type); }
 
 int MPIX_Query_cuda_support(void) {
     Accel *cuda = accel_for(BufKind::CUDA);

@@ -107,9 +107,16 @@ Layout describe_layout(int count, MPI_Datatype type) {
     return l;
 }
 
-void forget_layout(MPI_Datatype type) {
-    std::lock_guard<std::mutex> lock(facts_mutex);
-    facts_cache.erase(type);
+int free_datatype(MPI_Datatype *type) {
+    const MPI_Datatype freed = *type;
+    // Not under the cache's lock: PMPI_Type_free runs our attribute delete callbacks,
+    // which take the state lock, and the state lock is held around describe_layout.
+    int rc = PMPI_Type_free(type);
+    if (rc == MPI_SUCCESS) {
+        std::lock_guard<std::mutex> lock(facts_mutex);
+        facts_cache.erase(freed);
+    }
+    return rc;
 }
 
 // MPI_Pack/Unpack have no byte-range form, so ranges of a non-contiguous layout go

@@ -34,8 +34,10 @@ inline long long packed_bytes(int count, MPI_Datatype type) {
 
 Layout describe_layout(int count, MPI_Datatype type);
 
-// Forget cached facts about `type` (called when it is freed; handles are reused).
-void forget_layout(MPI_Datatype type);
+// PMPI_Type_free, and the facts cached about the type go with it: MPICH hands a freed
+// handle out again, and facts kept under it would describe a type of another size. Every
+// free of a type MPI-ACC may have described goes through here (MPI_Type_free, TypeRef).
+int free_datatype(MPI_Datatype *type);
 
 // Host copies between a typed buffer and packed bytes, for byte ranges [offset, offset+len)
 // of the packed stream (used for prefixes on truncation and bounce buffers).

@@ -39,26 +39,13 @@ TypeRef::TypeRef(MPI_Datatype t) : type_(t) {
     }
 }
 
-namespace {
-
-// Frees a duplicate this TypeRef made. Its layout facts go first: MPICH hands a freed
-// handle out again, and facts cached under it described a type of another size (seen on
-// the H200 machine: a duplicate of MPI_CHAR read as 8 bytes an element, the size of an
-// earlier test's freed MPI_DOUBLE duplicate).
-void free_duplicate(MPI_Datatype *type) {
-    forget_layout(*type);
-    PMPI_Type_free(type);
-}
-
-}  // namespace
-
 TypeRef::~TypeRef() {
-    if (owned_) free_duplicate(&type_);
+    if (owned_) free_datatype(&type_);
 }
 
 TypeRef &TypeRef::operator=(TypeRef &&o) noexcept {
     if (this != &o) {
-        if (owned_) free_duplicate(&type_);
+        if (owned_) free_datatype(&type_);
         type_ = o.type_;
         owned_ = o.owned_;
         o.owned_ = false;
@@ -94,8 +81,10 @@ char *allocate_bounce(std::size_t bytes, std::size_t *capacity) {
 }
 
 void delete_bounce(char *data, std::size_t capacity) {
-    if (capacity < kCachedBytes) delete[] data;
-    else ::operator delete[](data, std::align_val_t(kPage));
+    if (capacity < kCachedBytes)
+        delete[] data;
+    else
+        ::operator delete[](data, std::align_val_t(kPage));
 }
 
 struct CachedBounce {
