@@ -313,8 +313,7 @@ void RecvOp::on_envelope(const Envelope &env) {
     // device, did better on the H200 machine (256 KiB: 6.9 GB/s pulled, 10.6-13.5 piped;
     // 4 MiB: 14.8 pulled, 12-12.6 piped).
     constexpr std::size_t kPullIntoHostMin = 2u << 20;
-    bool host_dest_contig = dest_.kind == BufKind::HOST && dest_.contiguous_host() &&
-                            std::min<std::size_t>(env.size, dest_.bytes) >= kPullIntoHostMin;
+    bool host_dest_contig = dest_.kind == BufKind::HOST && dest_.contiguous_host() && bytes_ >= kPullIntoHostMin;
     if ((env.flags & kEnvelopeHasIpc) && env.node_id == ctx.node_id && ctx.knobs.ipc && cuda && cuda->available() &&
         (dest_.kind == BufKind::CUDA || host_dest_contig)) {
         mode_ = TransferMode::IPC;
