@@ -99,6 +99,24 @@ static int parse_sizes(const char *text, Options *o) {
     return o->nsizes > 0;
 }
 
+/* Iterations for a message of `bytes`: the configured count up to `ref` bytes, fewer
+ * beyond in proportion, and never below `floor`. */
+static long scaled(long iters, size_t bytes, long ref, long floor) {
+    long n = (long)bytes <= ref ? iters : (long)((double)iters * (double)ref / (double)bytes);
+    return n < floor ? floor : n;
+}
+
+/* Enough iterations of `per` seconds each for a measurement to last --min-time, capped at
+ * ten times the configured count. */
+static long stretched_iters(const Options *o, double per, long iters, int bw) {
+    if (per > 0 && per * (double)iters < o->min_time) {
+        double want = o->min_time / per + 1;
+        long cap = 10 * (bw ? o->bw_iters : o->iters);
+        iters = want > (double)cap ? (cap > iters ? cap : iters) : (long)want;
+    }
+    return iters;
+}
+
 /* Options shared by the point-to-point benchmarks; `max_size` and `sizes` are each
  * program's defaults. */
 static int parse_options(int argc, char **argv, Options *o, long max_size, const char *sizes) {

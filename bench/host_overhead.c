@@ -176,21 +176,14 @@ static FILE *open_csv(const Options *o, char *path, size_t len) {
 }
 
 static int write_csv(const Options *o, int argc, char **argv, const Row *rows, int nrows) {
-    char path[4096], host[256] = "unknown", date[64], lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int liblen;
-    time_t now = time(NULL);
+    char path[4096], lib[MPI_MAX_LIBRARY_VERSION_STRING];
     FILE *f = open_csv(o, path, sizeof path);
     if (!f) {
         fprintf(stderr, "host_overhead: cannot write %s: %s\n", path, strerror(errno));
         return 0;
     }
-    gethostname(host, sizeof host - 1);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S%z", localtime(&now));
-    MPI_Get_library_version(lib, &liblen);
-    lib[strcspn(lib, "\n")] = '\0';
-    fprintf(f, "# host_overhead date=%s host=%s command=", date, host);
-    for (int i = 0; i < argc; i++) fprintf(f, "%s%s", i ? " " : "", argv[i]);
-    fprintf(f, "\n# mpi=\"%s\" rounds=%ld iters=%ld window=%d median_of=%ld\n", lib, o->rounds, o->iters,
+    begin_results_csv(f, "host_overhead", argc, argv, lib);
+    fprintf(f, "# mpi=\"%s\" rounds=%ld iters=%ld window=%d median_of=%ld\n", lib, o->rounds, o->iters,
             WINDOW, 2 * o->rounds);
     fprintf(f, "size,mpich_lat_us,mpiacc_lat_us,lat_overhead_pct,mpich_bw_GBs,mpiacc_bw_GBs,bw_overhead_pct\n");
     for (int i = 0; i < nrows; i++) {

@@ -395,11 +395,7 @@ static double timed(Bench *b, const Config *c, const Dir *d, size_t n, int bw, i
     double t0 = PMPI_Wtime();
     for (long i = 0; i < warm; i++) one_iter(b, c, d, n, bw, w);
     double per = (PMPI_Wtime() - t0) / (double)warm;
-    if (per > 0 && per * (double)iters < b->o.min_time) {
-        double want = b->o.min_time / per + 1;
-        long cap = 10 * (bw ? b->o.bw_iters : b->o.iters);
-        iters = want > (double)cap ? (cap > iters ? cap : iters) : (long)want;
-    }
+    iters = stretched_iters(&b->o, per, iters, bw);
     MPI_CHECK(PMPI_Bcast(&iters, 1, MPI_LONG, 0, MPI_COMM_WORLD));
     barrier(c);
     t0 = PMPI_Wtime();
@@ -427,11 +423,6 @@ static long verify(Bench *b, const Config *c, const Dir *d, size_t n) {
     return all;
 }
 
-static long scaled(long iters, size_t bytes, long ref, long floor) {
-    long n = (long)bytes <= ref ? iters : (long)((double)iters * (double)ref / (double)bytes);
-    return n < floor ? floor : n;
-}
-
 /* ------------------------------------------------------------------ output */
 
 static FILE *open_csv(const Options *o, char *path, size_t len) {
@@ -439,19 +430,12 @@ static FILE *open_csv(const Options *o, char *path, size_t len) {
 }
 
 static void csv_header(Bench *b, int argc, char **argv) {
-    char path[4096], host[256] = "unknown", date[64], lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int liblen;
-    time_t now = time(NULL);
+    char path[4096], lib[MPI_MAX_LIBRARY_VERSION_STRING];
     b->csv = open_csv(&b->o, path, sizeof path);
     if (!b->csv) fail("cannot write %s: %s", path, strerror(errno));
-    gethostname(host, sizeof host - 1);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S%z", localtime(&now));
-    PMPI_Get_library_version(lib, &liblen);
-    lib[strcspn(lib, "\n")] = '\0';
-    fprintf(b->csv, "# pt2pt_opencl date=%s host=%s command=", date, host);
-    for (int i = 0; i < argc; i++) fprintf(b->csv, "%s%s", i ? " " : "", argv[i]);
+    begin_results_csv(b->csv, "pt2pt_opencl", argc, argv, lib);
     const char *cache = getenv("MPIACC_OPENCL_CACHE_SIZE");
-    fprintf(b->csv, "\n# mpi=\"%s\" platform=\"%s\" device=\"%s\" MPIACC_OPENCL_CACHE_SIZE=%s iters=%ld bw_iters=%ld window=%ld bw_bytes=%ld min_time=%g\n",
+    fprintf(b->csv, "# mpi=\"%s\" platform=\"%s\" device=\"%s\" MPIACC_OPENCL_CACHE_SIZE=%s iters=%ld bw_iters=%ld window=%ld bw_bytes=%ld min_time=%g\n",
             lib, b->platform_name, b->device_name, cache ? cache : "(unset)", b->o.iters, b->o.bw_iters, b->o.window,
             b->o.bw_bytes, b->o.min_time);
     fprintf(b->csv, "config,direction,size,lat_us,bw_GBs\n");
