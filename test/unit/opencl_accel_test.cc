@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -903,9 +904,10 @@ TEST(OpenClAccelTwoDevices, context_with_two_devices_needs_device_attribute) {
 int check_without_icd() {
     // Both the ocl-icd and the Khronos loader read OCL_ICD_VENDORS; an empty directory
     // means no platform at all.
-    char empty_dir[] = "/tmp/mpiacc-no-icd-XXXXXX";
-    if (!mkdtemp(empty_dir)) return 2;
-    setenv("OCL_ICD_VENDORS", empty_dir, 1);
+    // Named after this (death-test child) process, so no other run shares it.
+    const std::string empty_dir = "/tmp/mpiacc-no-icd-" + std::to_string(getpid());
+    if (mkdir(empty_dir.c_str(), 0700) != 0 && errno != EEXIST) return 2;
+    setenv("OCL_ICD_VENDORS", empty_dir.c_str(), 1);
     OpenClAccel accel{OpenClSettings{}};
     bool available = accel.available();
     std::vector<unsigned char> host(64, 0);
@@ -914,7 +916,7 @@ int check_without_icd() {
     std::unique_ptr<DeviceBuffer> buffer;
     std::string why;
     int rc = accel.capture(host.data(), 16, attrs, &buffer, &why);
-    rmdir(empty_dir);
+    rmdir(empty_dir.c_str());
     if (available) return 3;
     if (rc != MPI_ERR_BUFFER) return 4;
     return 0;
