@@ -88,7 +88,7 @@ int initialize_context(int provided_thread_level) {
         if (rc != MPI_SUCCESS) return rc;
         *publics[i] = *ours[i];
     }
-    ctx.control = std::make_unique<ControlChannel>(static_cast<int>(ctx.knobs.control_slots));
+    ctx.control = std::make_unique<ControlChannel>();
     if (ctx.knobs.cuda_autodetect && accel_built(BufKind::CUDA)) {
         Accel *cuda = accel_for(BufKind::CUDA);
         ctx.cuda_autodetect_active = cuda && cuda->available();
@@ -133,7 +133,7 @@ void finalize_context() {
     ctx.stash.clear();
     ctx.probed_messages.clear();
     ctx.pending = 0;
-    if (ctx.control) ctx.control->shutdown();
+    if (ctx.control) ctx.control->drain();
     ctx.control.reset();
     clear_bounce_cache();
     shutdown_accels();
