@@ -3,9 +3,11 @@
  * OSU-style latency (ping-pong; one-way time = round trip / 2) and bandwidth (a window
  * of 64 nonblocking sends, then a one-byte ack) for 8 B .. 4 MiB, on 2 ranks. The
  * anchor path calls PMPI_* (straight into MPICH); the measured path calls MPI_*
- * (through libmpiacc, which this program is linked with). The two alternate in
- * interleaved blocks (rounds run A B B A and B A A B in turn), and each number is the
- * median over all blocks, so that drift (clocks, caches, neighbours) does not bias one side.
+ * (through libmpiacc, which this program is linked with). Within each round the two take
+ * turns every few round trips (every window for bandwidth), who goes first alternating
+ * from round to round, and each number is the median over the rounds: drift (clocks,
+ * caches, neighbours on the host) falls on both paths alike. Blocks of one path at a time
+ * (ABBA) let a 4 MiB latency differ by 8% between two identical paths on the GPU machine.
  *
  * DESIGN.md section 5: latency through libmpiacc at most 3% above MPICH below the
  * rendezvous threshold, and large-message bandwidth within 3%. --budget-lat and
@@ -76,7 +78,7 @@ static int parse_pct(const char *text, double *out) {
 }
 
 static int parse_options(int argc, char **argv, Options *o) {
-    *o = (Options){.iters = 1000, .rounds = 10, .max_size = 4L << 20, .budget_lat = -1, .budget_bw = -1};
+    *o = (Options){.iters = 2000, .rounds = 10, .max_size = 4L << 20, .budget_lat = -1, .budget_bw = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok;
@@ -104,52 +106,82 @@ static long scaled(long iters, long size, long floor) {
     return n < floor ? floor : n;
 }
 
-/* One-way latency in microseconds over `iters` round trips, after `warmup` untimed ones. */
-static double latency_us(const Path *p, int rank, char *sbuf, char *rbuf, int size, long iters,
-                         long warmup) {
+/* Round trips (or windows) per turn: the two paths take turns every few iterations,
+ * so that anything that drifts during a run (clocks, caches, neighbours on the host)
+ * falls on both alike. A turn lasts at least ~8 KiB of traffic, so PMPI_Wtime's own cost
+ * stays out of small-message figures. */
+static long turn_length(long size) { return size >= 8192 ? 1 : 8192 / size < 16 ? 8192 / size : 16; }
+
+/* One-way latency in microseconds of each path, over `iters` round trips each (after
+ * `warmup` untimed ones each), the paths taking turns; `first` says who starts. */
+static void latency_us(const Path *const paths[2], int first, int rank, char *sbuf, char *rbuf, int size,
+                       long iters, long warmup, double out[2]) {
     MPI_Comm comm = MPI_COMM_WORLD;
-    double t0 = 0;
+    const long turn = turn_length(size);
+    double spent[2] = {0, 0};
+    long done[2] = {0, 0}, timed[2] = {0, 0};
     PMPI_Barrier(comm);
-    for (long i = 0; i < warmup + iters; i++) {
-        if (i == warmup) t0 = PMPI_Wtime();
-        if (rank == 0) {
-            p->send(sbuf, size, MPI_CHAR, 1, TAG_DATA, comm);
-            p->recv(rbuf, size, MPI_CHAR, 1, TAG_DATA, comm, MPI_STATUS_IGNORE);
-        } else {
-            p->recv(rbuf, size, MPI_CHAR, 0, TAG_DATA, comm, MPI_STATUS_IGNORE);
-            p->send(sbuf, size, MPI_CHAR, 0, TAG_DATA, comm);
+    for (long t = 0; done[0] < warmup + iters || done[1] < warmup + iters; t++) {
+        const int k = (first + (int)(t % 2)) % 2;
+        const Path *p = paths[k];
+        const long n = turn < warmup + iters - done[k] ? turn : warmup + iters - done[k];
+        if (n <= 0) continue;
+        double t0 = PMPI_Wtime();
+        for (long i = 0; i < n; i++) {
+            if (rank == 0) {
+                p->send(sbuf, size, MPI_CHAR, 1, TAG_DATA, comm);
+                p->recv(rbuf, size, MPI_CHAR, 1, TAG_DATA, comm, MPI_STATUS_IGNORE);
+            } else {
+                p->recv(rbuf, size, MPI_CHAR, 0, TAG_DATA, comm, MPI_STATUS_IGNORE);
+                p->send(sbuf, size, MPI_CHAR, 0, TAG_DATA, comm);
+            }
         }
+        /* Turns that start past the warm-up count are timed, with what they ran. */
+        if (done[k] >= warmup) {
+            spent[k] += PMPI_Wtime() - t0;
+            timed[k] += n;
+        }
+        done[k] += n;
     }
-    return (PMPI_Wtime() - t0) * 1e6 / (2.0 * (double)iters);
+    for (int k = 0; k < 2; k++) out[k] = spent[k] * 1e6 / (2.0 * (double)timed[k]);
 }
 
-/* Bandwidth in GB/s (1e9 bytes) over `iters` windows. Unlike osu_bw, each receive of a
- * window has its own slice of rbuf: concurrently pending receives into the same bytes
- * are a data race, and MPI-ACC sends such receives through a bounce buffer (an envelope
- * landing in bytes another pending receive owns could be overwritten before it is read),
- * which would measure that copy rather than the library's overhead. */
-static double bandwidth_GBs(const Path *p, int rank, char *sbuf, char *rbuf, int size, long iters,
-                            long warmup) {
+/* One window: WINDOW nonblocking messages and a one-byte ack. Unlike osu_bw, each receive
+ * of a window has its own slice of rbuf: concurrently pending receives into the same
+ * bytes are a data race, and MPI-ACC sends such receives through a bounce buffer (an
+ * envelope landing in bytes another pending receive owns could be overwritten before it
+ * is read), which would measure that copy rather than the library's overhead. */
+static void window(const Path *p, int rank, char *sbuf, char *rbuf, int size) {
     MPI_Comm comm = MPI_COMM_WORLD;
     MPI_Request reqs[WINDOW];
     char ack = 0;
-    double t0 = 0;
-    PMPI_Barrier(comm);
+    if (rank == 0) {
+        for (int w = 0; w < WINDOW; w++) p->isend(sbuf, size, MPI_CHAR, 1, TAG_DATA, comm, &reqs[w]);
+        p->waitall(WINDOW, reqs, MPI_STATUSES_IGNORE);
+        p->recv(&ack, 1, MPI_CHAR, 1, TAG_ACK, comm, MPI_STATUS_IGNORE);
+    } else {
+        for (int w = 0; w < WINDOW; w++)
+            p->irecv(rbuf + (size_t)w * (size_t)size, size, MPI_CHAR, 0, TAG_DATA, comm, &reqs[w]);
+        p->waitall(WINDOW, reqs, MPI_STATUSES_IGNORE);
+        p->send(&ack, 1, MPI_CHAR, 0, TAG_ACK, comm);
+    }
+}
+
+/* Bandwidth in GB/s (1e9 bytes) of each path over `iters` windows each, the paths taking
+ * turns window by window. */
+static void bandwidth_GBs(const Path *const paths[2], int first, int rank, char *sbuf, char *rbuf, int size,
+                          long iters, long warmup, double out[2]) {
+    double spent[2] = {0, 0};
+    PMPI_Barrier(MPI_COMM_WORLD);
     for (long i = 0; i < warmup + iters; i++) {
-        if (i == warmup) t0 = PMPI_Wtime();
-        if (rank == 0) {
-            for (int w = 0; w < WINDOW; w++) p->isend(sbuf, size, MPI_CHAR, 1, TAG_DATA, comm, &reqs[w]);
-            p->waitall(WINDOW, reqs, MPI_STATUSES_IGNORE);
-            p->recv(&ack, 1, MPI_CHAR, 1, TAG_ACK, comm, MPI_STATUS_IGNORE);
-        } else {
-            for (int w = 0; w < WINDOW; w++)
-                p->irecv(rbuf + (size_t)w * (size_t)size, size, MPI_CHAR, 0, TAG_DATA, comm, &reqs[w]);
-            p->waitall(WINDOW, reqs, MPI_STATUSES_IGNORE);
-            p->send(&ack, 1, MPI_CHAR, 0, TAG_ACK, comm);
+        for (int j = 0; j < 2; j++) {
+            const int k = (first + j) % 2;
+            double t0 = PMPI_Wtime();
+            window(paths[k], rank, sbuf, rbuf, size);
+            if (i >= warmup) spent[k] += PMPI_Wtime() - t0;
         }
     }
-    double t = PMPI_Wtime() - t0;
-    return (double)size * WINDOW * (double)iters / t / 1e9;
+    for (int k = 0; k < 2; k++) out[k] = (double)size * WINDOW * (double)iters / spent[k] / 1e9;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -183,8 +215,8 @@ static int write_csv(const Options *o, int argc, char **argv, const Row *rows, i
         return 0;
     }
     begin_results_csv(f, "host_overhead", argc, argv, lib);
-    fprintf(f, "# mpi=\"%s\" rounds=%ld iters=%ld window=%d median_of=%ld\n", lib, o->rounds, o->iters,
-            WINDOW, 2 * o->rounds);
+    fprintf(f, "# mpi=\"%s\" rounds=%ld iters=%ld window=%d median_of=%ld turns=interleaved\n", lib, o->rounds,
+            o->iters, WINDOW, o->rounds);
     fprintf(f, "size,mpich_lat_us,mpiacc_lat_us,lat_overhead_pct,mpich_bw_GBs,mpiacc_bw_GBs,bw_overhead_pct\n");
     for (int i = 0; i < nrows; i++) {
         const Row *r = &rows[i];
@@ -245,36 +277,34 @@ int main(int argc, char **argv) {
     const Path *paths[2] = {&mpich_path, &mpiacc_path};
     Row rows[32];
     int nrows = 0;
-    double lat[2][2 * MAX_ROUNDS], bw[2][2 * MAX_ROUNDS];
+    double lat[2][MAX_ROUNDS], bw[2][MAX_ROUNDS];
 
     if (rank == 0) {
-        printf("# host_overhead: 2 ranks, median of %ld blocks per path (%ld rounds, ABBA/BAAB"
-               " interleaved)\n",
-               2 * o.rounds, o.rounds);
+        printf("# host_overhead: 2 ranks, median of %ld rounds; the paths take turns within each\n", o.rounds);
         printf("# overhead %% > 0 means MPI-ACC is slower; bandwidth in GB/s (1e9 B/s), window %d\n", WINDOW);
         printf("%10s %13s %13s %9s %13s %13s %9s\n", "size", "mpich_lat_us", "mpiacc_lat_us", "lat_ovh%",
                "mpich_bw_GBs", "mpiacc_bw_GBs", "bw_ovh%");
         fflush(stdout);
     }
     for (long size = MIN_SIZE; size <= o.max_size; size *= 2) {
-        long lat_iters = scaled(o.iters, size, 20), bw_iters = scaled(o.iters / 10, size, 5);
+        long lat_iters = scaled(o.iters, size, 40), bw_iters = scaled(o.iters / 10, size, 10);
         long lat_warm = lat_iters / 10 + 1, bw_warm = bw_iters / 10 + 1;
-        int n[2] = {0, 0};
-        for (long round = 0; round < o.rounds; round++) {
-            /* ABBA, then BAAB: each path takes every position equally often. */
-            static const int order[2][4] = {{0, 1, 1, 0}, {1, 0, 0, 1}};
-            for (int k = 0; k < 4; k++) {
-                int p = order[round % 2][k];
-                lat[p][n[p]] = latency_us(paths[p], rank, sbuf, rbuf, (int)size, lat_iters, lat_warm);
-                bw[p][n[p]] = bandwidth_GBs(paths[p], rank, sbuf, rbuf, (int)size, bw_iters, bw_warm);
-                n[p]++;
+        int n = 0;
+        for (long round = 0; round < o.rounds; round++, n++) {
+            /* Who takes the first turn alternates from round to round. */
+            double l[2], b[2];
+            latency_us(paths, (int)(round % 2), rank, sbuf, rbuf, (int)size, lat_iters, lat_warm, l);
+            bandwidth_GBs(paths, (int)((round + 1) % 2), rank, sbuf, rbuf, (int)size, bw_iters, bw_warm, b);
+            for (int p = 0; p < 2; p++) {
+                lat[p][n] = l[p];
+                bw[p][n] = b[p];
             }
         }
         Row *r = &rows[nrows++];
         r->size = size;
         for (int p = 0; p < 2; p++) {
-            r->lat[p] = median(lat[p], n[p]);
-            r->bw[p] = median(bw[p], n[p]);
+            r->lat[p] = median(lat[p], n);
+            r->bw[p] = median(bw[p], n);
         }
         if (rank == 0) {
             printf("%10ld %13.3f %13.3f %+9.2f %13.3f %13.3f %+9.2f\n", size, r->lat[0], r->lat[1],
