@@ -18,7 +18,7 @@ void empty_status(MPI_Status *st) {
 
 // Nothing of MPI-ACC's is involved: the call can go straight to MPICH.
 bool only_mpich(const Context &ctx) {
-    return !ctx.initialized || (ctx.pending == 0 && ctx.user_ops.empty() && ctx.host_recvs.empty());
+    return !ctx.initialized || (ctx.pending.get() == 0 && ctx.user_ops.empty() && ctx.host_recvs.empty());
 }
 
 // Test calls make one full progress round in 16; the others skip polling host receives
@@ -256,7 +256,7 @@ int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit,
             // Blocking is safe when everything pending is a receive of this batch: no op
             // needs driving, and an envelope completes its receive, which returns here.
             // Not with other threads about: the StateLock is held.
-            const bool block = wait && newly == 0 && !ctx.locking && ctx.pending == s.posted_recs;
+            const bool block = wait && newly == 0 && !ctx.locking && ctx.pending.get() == s.posted_recs;
             if (limit - newly == 1) {
                 // MPI_Waitany/Testany: MPICH must complete (and free) no more than one
                 // request, or the others' results would be lost with their handles.
@@ -363,7 +363,7 @@ int MPI_Wait(MPI_Request *req, MPI_Status *status) {
         for (unsigned round = 0;; ++round) {
             // A host receive that is the only thing in flight blocks in MPICH: nothing
             // else needs driving, and an envelope completes MPICH's request too.
-            const bool block = round == 0 && ctx.pending == 1 && !ctx.locking;
+            const bool block = round == 0 && ctx.pending.get() == 1 && !ctx.locking;
             int rc;
             bool found;
             Check c = complete_record(req, status, &rc, block, &found);

@@ -34,7 +34,7 @@ Context *make_context() {
 void progress_thread_main() {
     Context &ctx = context();
     while (!ctx.stop_progress_thread.load()) {
-        if (ctx.pending != 0) {
+        if (ctx.pending.get() != 0) {
             progress_poke();
         } else {
             std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -132,7 +132,7 @@ void finalize_context() {
     release_all_host_recvs();
     ctx.stash.clear();
     ctx.probed_messages.clear();
-    ctx.pending = 0;
+    ctx.pending.reset();
     if (ctx.control) ctx.control->drain();
     ctx.control.reset();
     clear_bounce_cache();

@@ -46,6 +46,24 @@ struct Keyvals {
     }
 };
 
+// Context::pending. Changed only under the StateLock, but read without it (blocking
+// calls choosing the PMPI path, the progress thread deciding whether to poll), so it is
+// atomic; a change is a relaxed load and store rather than a locked read-modify-write,
+// which would cost the message-rate path (one change per host receive) for nothing while
+// the lock orders writers. An update made outside the lock was lost on the 32-core GPU
+// machine: progress then saw zero with a send in flight, stopped polling control
+// messages, and the send waited forever for its CTS.
+class PendingCount {
+public:
+    void add() { n_.store(n_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+    void remove() { n_.store(n_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed); }
+    void reset() { n_.store(0, std::memory_order_relaxed); }
+    std::size_t get() const { return n_.load(std::memory_order_relaxed); }
+
+private:
+    std::atomic<std::size_t> n_{0};
+};
+
 class Context {
 public:
     Knobs knobs;
@@ -80,7 +98,7 @@ public:
     std::vector<std::unique_ptr<Op>> detached_ops;
     // Incomplete operations (user and detached ops, and posted host receives). While
     // zero, blocking calls go straight to PMPI (DESIGN 2.6).
-    std::size_t pending = 0;
+    PendingCount pending;
     // Senders waiting for CTS/FIN, by transfer id.
     std::unordered_map<std::uint64_t, SendOp *> senders;
     // Receivers in their data phase, by (sender rank, sender's transfer id), for ABORT.

@@ -132,7 +132,7 @@ void settle_record(HostRecv *rec) {
         ctx.in_place_ranges.remove(rec->range);
         rec->range = 0;
     }
-    if (rec->state == HostRecv::State::POSTED) --ctx.pending;
+    if (rec->state == HostRecv::State::POSTED) ctx.pending.remove();
 }
 
 // What the record's matching receive brought: true for an envelope; otherwise the payload
@@ -241,7 +241,7 @@ int post_host_recv(void *buf, int count, MPI_Datatype type, std::size_t bytes, i
     rec->error = MPI_SUCCESS;
     rec->seen_epoch = ctx.host_recvs.epoch - 1;  // not tested by any sweep yet: polled
     ctx.host_recvs.index(rec);
-    ++ctx.pending;
+    ctx.pending.add();
     *request = rec->handle;
     return MPI_SUCCESS;
 }

@@ -19,7 +19,7 @@ int grequest_cancel(void *, int) { return MPI_SUCCESS; }
 void note_completion(Op *op) {
     if (op->complete && op->counted_pending) {
         op->counted_pending = false;
-        --context().pending;
+        context().pending.remove();
     }
 }
 
@@ -28,7 +28,7 @@ void note_completion(Op *op) {
 void mark_pending(Op *op) {
     if (!op->complete && !op->counted_pending) {
         op->counted_pending = true;
-        ++context().pending;
+        context().pending.add();
     }
 }
 
@@ -40,7 +40,7 @@ void settle_pending(Op *op) {
 void progress_poke(bool skip_host_recvs) {
     Context &ctx = context();
     StateLock lock;
-    if (ctx.pending == 0) return;
+    if (ctx.pending.get() == 0) return;
     // Control messages only ever come for a sender awaiting CTS/FIN or a receiver in its
     // data phase (ABORT); otherwise polling the channel would cost a progress call.
     if (ctx.control && (!ctx.senders.empty() || !ctx.receivers.empty())) ctx.control->poll();

@@ -12,7 +12,7 @@ namespace mpiacc {
 
 // True while MPI-ACC has anything in flight; blocking calls then turn into their
 // nonblocking form plus progress instead of going straight to PMPI.
-inline bool transfers_in_flight() { return context().pending != 0; }
+inline bool transfers_in_flight() { return context().pending.get() != 0; }
 
 // One round: control messages, host receives (core/host_recv.h), then every pending
 // operation. Completion calls test the host receives they wait for themselves (one
@@ -39,7 +39,7 @@ Op *find_user_op(MPI_Request handle);
 int retire_user_op(MPI_Request *handle, MPI_Status *status);
 // MPI_Request_free on an MPI-ACC handle.
 int free_user_op(MPI_Request *handle);
-// Counts an op as in flight until progress sees it complete.
+// Counts an op as in flight until progress sees it complete. Caller holds the StateLock.
 void mark_pending(Op *op);
 // Uncounts a completed op that no table holds (blocking calls).
 void settle_pending(Op *op);
