@@ -228,12 +228,16 @@ int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAtt
     }
     out->bytes = out->layout.bytes;
     out->count = count;
-    out->type = TypeRef(type);
     out->kind = attrs.kind;
     if (attrs.kind == BufKind::HOST) {
+        out->type = TypeRef(type);
         out->host = buf;
         return MPI_SUCCESS;
     }
+    // Device data is one contiguous run (checked below) that moves as bytes: the type is
+    // not needed again, and not duplicated. A duplicate of a tagged type copies and then
+    // deletes every MPI-ACC attribute through the keyval callbacks: that made a tagged
+    // 8-byte D->D send 2.5 us slower than the same send autodetected on the H200 machine.
     if (!out->layout.contiguous) {
         *why = format(
             "non-contiguous datatypes on %s buffers are not supported yet "
@@ -263,6 +267,7 @@ int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAtt
         // and moves without staging.
         out->kind = BufKind::HOST;
         out->host = buf;
+        out->type = TypeRef(type);
     }
     return MPI_SUCCESS;
 }

@@ -46,7 +46,7 @@ struct MessageBuffer {
     BufKind kind = BufKind::HOST;
     void *host = nullptr;  // host: the user's buffer
     int count = 0;
-    TypeRef type;
+    TypeRef type;  // host data only: device data is a contiguous run of bytes
     Layout layout;
     std::vector<char> packed;  // host: packed copy (non-contiguous source, Bsend)
     std::unique_ptr<DeviceBuffer> device;
