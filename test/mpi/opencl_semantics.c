@@ -17,6 +17,7 @@ static const char *cases[] = {
     "offset_past_end_of_cl_mem_gives_err_arg",
     "no_queue_and_no_context_gives_err_arg",
     "unknown_buffer_kind_value_gives_err_arg",
+    "bsend_and_ibsend_from_cl_mem_complete_locally_and_deliver_the_bytes_of_the_call",
 };
 
 static int error_class_of(int rc) {
@@ -304,6 +305,58 @@ int main(int argc, char **argv) {
         }
         MPI_Type_free(&t);
         good_transfer_after(&e, 3201);
+    }
+    MT_CASE(cases[c++]) {
+        /* MPI_Bsend completes locally (DESIGN 2.5): the device data is taken at the call,
+         * so bytes written into the cl_mem right after it must not reach the receiver.
+         * Sizes around the envelope's length and one past the eager limit. */
+        static const size_t sizes[] = {0, 1, 199, 200, 201, (1 << 20) + 3};
+        const int ns = (int)(sizeof sizes / sizeof sizes[0]), tag = 3300;
+        const size_t most = (1 << 20) + 3;
+        MPI_Datatype t = ocl_type(&e);
+        cl_mem m = ocl_alloc(&e, most);
+        unsigned char *h = p2p_alloc(most);
+        if (mt_rank == 0) {
+            /* Only the envelopes use the attached buffer; the device data is MPI-ACC's copy. */
+            const int attach = ns * (256 + MPI_BSEND_OVERHEAD);
+            void *space = malloc((size_t)attach);
+            MPI_Buffer_attach(space, attach);
+            for (int i = 0; i < ns; ++i) {
+                mt_fill(h, sizes[i], 3300 + i);
+                if (sizes[i]) ocl_write(&e, m, 0, h, sizes[i]);
+                int rc;
+                if (i % 2 == 0) {
+                    rc = MPI_Bsend(m, (int)sizes[i], t, 1, tag + i, MPI_COMM_WORLD);
+                } else {
+                    MPI_Request r;
+                    rc = MPI_Ibsend(m, (int)sizes[i], t, 1, tag + i, MPI_COMM_WORLD, &r);
+                    if (rc == MPI_SUCCESS) rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
+                }
+                MT_CHECK(rc == MPI_SUCCESS, "%s of %zu bytes failed", i % 2 ? "MPI_Ibsend" : "MPI_Bsend", sizes[i]);
+                /* Overwritten before the receiver has even posted its receive. */
+                mt_fill(h, sizes[i], 9900 + i);
+                if (sizes[i]) ocl_write(&e, m, 0, h, sizes[i]);
+            }
+            MPI_Barrier(MPI_COMM_WORLD);
+            int size = 0;
+            MPI_Buffer_detach(&space, &size);
+            free(space);
+        } else if (mt_rank == 1) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            for (int i = 0; i < ns; ++i) {
+                MPI_Status st;
+                MT_CHECK(MPI_Recv(h, (int)most, MPI_BYTE, 0, tag + i, MPI_COMM_WORLD, &st) == MPI_SUCCESS, "recv %d",
+                         i);
+                MT_CHECK(p2p_count(&st, MPI_BYTE) == (int)sizes[i], "%zu-byte Bsend arrived as %d bytes", sizes[i],
+                         p2p_count(&st, MPI_BYTE));
+                P2P_CHECK_BYTES(h, sizes[i], 3300 + i, "bytes of the Bsend call");
+            }
+        } else {
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+        free(h);
+        clReleaseMemObject(m);
+        MPI_Type_free(&t);
     }
     ocl_teardown(&e);
     return mt_finalize();
