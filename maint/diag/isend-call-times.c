@@ -1,0 +1,92 @@
+/* LD_PRELOAD shim for the GPU machine: times the CUDA runtime and PMPI calls that
+ * libmpiacc makes inside each MPI_Isend, and prints the breakdown of every MPI_Isend
+ * slower than TRACE_US microseconds (default 20) to stderr.
+ *
+ *   mpicc -shared -fPIC -I/usr/local/cuda/include -o /tmp/isend-call-times.so \
+ *       maint/diag/isend-call-times.c -ldl
+ *   LD_PRELOAD=/tmp/isend-call-times.so TRACE_US=15 mpiexec -n 2 test/gpu/cuda_stream
+ *
+ * Calls under 1 us are counted but not listed. To time another call, add a WRAP line. */
+#define _GNU_SOURCE
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+enum { MAX_CALLS = 256 };
+static int inside = 0, ncalls = 0;
+static struct {
+    const char *name;
+    double us;
+} calls[MAX_CALLS];
+
+static void note(const char *name, double us) {
+    if (inside && ncalls < MAX_CALLS) {
+        calls[ncalls].name = name;
+        calls[ncalls].us = us;
+        ncalls++;
+    }
+}
+
+#define WRAP(ret, name, params, args)                                       \
+    ret name params {                                                       \
+        static ret(*real) params;                                           \
+        if (!real) real = (ret(*) params)dlsym(RTLD_NEXT, #name);           \
+        double t0_ = now_us();                                              \
+        ret rv_ = real args;                                                \
+        note(#name, now_us() - t0_);                                        \
+        return rv_;                                                         \
+    }
+
+WRAP(cudaError_t, cudaEventRecord, (cudaEvent_t e, cudaStream_t s), (e, s))
+WRAP(cudaError_t, cudaEventQuery, (cudaEvent_t e), (e))
+WRAP(cudaError_t, cudaEventCreateWithFlags, (cudaEvent_t * e, unsigned f), (e, f))
+WRAP(cudaError_t, cudaStreamWaitEvent, (cudaStream_t s, cudaEvent_t e, unsigned f), (s, e, f))
+WRAP(cudaError_t, cudaStreamIsCapturing, (cudaStream_t s, enum cudaStreamCaptureStatus *c), (s, c))
+WRAP(cudaError_t, cudaStreamGetDevice, (cudaStream_t s, int *d), (s, d))
+WRAP(cudaError_t, cudaIpcGetMemHandle, (cudaIpcMemHandle_t * h, void *p), (h, p))
+WRAP(cudaError_t, cudaIpcGetEventHandle, (cudaIpcEventHandle_t * h, cudaEvent_t e), (h, e))
+WRAP(cudaError_t, cudaPointerGetAttributes, (struct cudaPointerAttributes * a, const void *p), (a, p))
+WRAP(cudaError_t, cudaSetDevice, (int d), (d))
+WRAP(cudaError_t, cudaGetDevice, (int *d), (d))
+WRAP(cudaError_t, cudaMemcpyAsync, (void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st),
+     (d, s, n, k, st))
+WRAP(int, PMPI_Isend, (const void *b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
+     (b, c, t, d, tag, comm, r))
+WRAP(int, PMPI_Test, (MPI_Request * r, int *f, MPI_Status *s), (r, f, s))
+WRAP(int, PMPI_Improbe, (int s, int t, MPI_Comm c, int *f, MPI_Message *m, MPI_Status *st), (s, t, c, f, m, st))
+WRAP(int, PMPI_Grequest_start,
+     (MPI_Grequest_query_function * q, MPI_Grequest_free_function *f, MPI_Grequest_cancel_function *c, void *x,
+      MPI_Request *r),
+     (q, f, c, x, r))
+WRAP(int, PMPI_Type_get_attr, (MPI_Datatype t, int k, void *v, int *f), (t, k, v, f))
+
+int MPI_Isend(const void *b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r) {
+    static int (*real)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+    if (!real) real = (int (*)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *))dlsym(RTLD_NEXT, "MPI_Isend");
+    ncalls = 0;
+    inside = 1;
+    const double t0 = now_us();
+    const int rc = real(b, c, t, d, tag, comm, r);
+    const double dt = now_us() - t0;
+    inside = 0;
+    const char *limit = getenv("TRACE_US");
+    if (dt > (limit ? atof(limit) : 20.0)) {
+        double sum = 0;
+        for (int i = 0; i < ncalls; i++) sum += calls[i].us;
+        fprintf(stderr, "[isend-call-times] MPI_Isend %d elements: %.1f us, %d calls took %.1f us:", c, dt, ncalls,
+                sum);
+        for (int i = 0; i < ncalls; i++)
+            if (calls[i].us >= 1.0) fprintf(stderr, " %s %.1f", calls[i].name, calls[i].us);
+        fprintf(stderr, "\n");
+    }
+    return rc;
+}
