@@ -137,11 +137,7 @@ int finish_in_place_receive(void *buf, int count, MPI_Datatype type, const MPI_S
 }  // namespace
 
 int run_to_completion(Op *op) {
-    {
-        // Other threads change the count under the lock too (see PendingCount).
-        StateLock lock;
-        mark_pending(op);
-    }
+    mark_pending(op);
     while (!op->complete) {
         progress_poke();
         if (!op->complete) {

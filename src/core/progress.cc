@@ -26,6 +26,7 @@ void note_completion(Op *op) {
 }  // namespace
 
 void mark_pending(Op *op) {
+    StateLock lock;  // see PendingCount: an update outside the lock can be lost
     if (!op->complete && !op->counted_pending) {
         op->counted_pending = true;
         context().pending.add();

@@ -39,7 +39,7 @@ Op *find_user_op(MPI_Request handle);
 int retire_user_op(MPI_Request *handle, MPI_Status *status);
 // MPI_Request_free on an MPI-ACC handle.
 int free_user_op(MPI_Request *handle);
-// Counts an op as in flight until progress sees it complete. Caller holds the StateLock.
+// Counts an op as in flight until progress sees it complete (under the StateLock).
 void mark_pending(Op *op);
 // Uncounts a completed op that no table holds (blocking calls).
 void settle_pending(Op *op);
