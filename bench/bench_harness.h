@@ -1,5 +1,7 @@
 /* What bench/pt2pt and bench/pt2pt_opencl share: a watchdog that names a hang instead of
- * waiting for an outer time limit, MPI error checks, and the command-line options. */
+ * waiting for an outer time limit, MPI error checks, the command-line options, the
+ * directions, the configuration table's shape and the data pattern. The measurement loops
+ * are in bench_measure.h, which needs each program's Bench and Side. */
 #ifndef BENCH_HARNESS_H_INCLUDED
 #define BENCH_HARNESS_H_INCLUDED
 
@@ -156,6 +158,61 @@ static int parse_options(int argc, char **argv, Options *o, long max_size, const
         i++;
     }
     return 1;
+}
+
+/* ------------------------------------------------------------------ directions and configurations */
+
+typedef struct {
+    const char *name, *alias;
+    int src_dev, dst_dev; /* rank 0's buffer, rank 1's buffer: 1 = device memory */
+} Dir;
+
+static const Dir dirs[] = {{"D->D", "DD", 1, 1}, {"D->H", "DH", 1, 0}, {"H->D", "HD", 0, 1}, {"H->H", "HH", 0, 0}};
+enum { DIR_DD = 1, DIR_DH = 2, DIR_HD = 4, DIR_HH = 8, DIR_DEV = DIR_DD | DIR_DH | DIR_HD };
+
+/* Each program defines struct Bench (its state; bench_measure.h lists the fields it
+ * reads) and struct Side (one rank's buffer of a direction). */
+typedef struct Bench Bench;
+typedef struct Side Side;
+
+/* One configuration measured: an anchor or MPI-ACC. */
+typedef struct Config Config;
+struct Config {
+    const char *name;
+    unsigned dirs;  /* DIR_* it runs in */
+    int mpiacc;     /* through libmpiacc: gets the label; acks through MPI_* */
+    int rank0_only; /* rank 0 alone (memcpy-peer copies between its two devices) */
+    /* Collective; returns 1 when usable, else 0 with a reason in `why`. NULL: usable. */
+    int (*setup)(Bench *, char *why, size_t whylen);
+    void (*send)(Bench *, Side, size_t);
+    void (*recv)(Bench *, Side, size_t);
+    void (*send_window)(Bench *, Side, size_t, int); /* NULL: `window` blocking sends */
+    void (*recv_window)(Bench *, Side, size_t, int);
+    /* Undoes setup, so that no anchor's state (peer access, mappings, NCCL's threads)
+     * lingers into the configurations measured after it. NULL: nothing to undo. */
+    void (*teardown)(Bench *);
+    /* Checks one transfer itself (collective; the differing bytes summed over both
+     * ranks). NULL: one transfer each way into cleared receive buffers. */
+    long (*verify)(Bench *, const Config *, const Dir *, size_t);
+};
+
+/* ------------------------------------------------------------------ data pattern */
+
+/* Never 0, so a cleared receive buffer never matches; differs between ranks. */
+static void fill_pattern(unsigned char *p, size_t n, int rank) {
+    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(((i * 131u) + (i >> 9) * 7u + (size_t)rank * 17u) % 251u + 1u);
+}
+
+/* Bytes of `got` that differ from `want`; prints the first difference. */
+static long count_mismatches(const unsigned char *want, const unsigned char *got, size_t n, const char *what) {
+    if (!memcmp(got, want, n)) return 0;
+    long bad = 0;
+    size_t first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != want[i] && bad++ == 0) first = i;
+    fprintf(stderr, "%s: rank %d: VERIFY FAILED [%s] %s: %ld of %zu bytes differ (first at offset %zu: got 0x%02x, want 0x%02x)\n",
+            g_prog, g_rank, g_where, what, bad, n, first, got[first], want[first]);
+    return bad;
 }
 
 /* 1 when `name` is an item of the comma-separated `list` (a NULL list holds everything). */

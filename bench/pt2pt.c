@@ -107,15 +107,7 @@ static void usage(void) {
 
 /* ------------------------------------------------------------------ state */
 
-typedef struct {
-    const char *name, *alias;
-    int src_dev, dst_dev; /* rank 0's buffer, rank 1's buffer: 1 = device */
-} Dir;
-
-static const Dir dirs[] = {{"D->D", "DD", 1, 1}, {"D->H", "DH", 1, 0}, {"H->D", "HD", 0, 1}, {"H->H", "HH", 0, 0}};
-enum { DIR_DD = 1, DIR_DH = 2, DIR_HD = 4, DIR_HH = 8, DIR_DEV = DIR_DD | DIR_DH | DIR_HD };
-
-typedef struct {
+struct Bench {
     Options o;
     int rank, peer, device, ndev;
     size_t max_bytes;
@@ -146,48 +138,15 @@ typedef struct {
     /* results */
     long mismatches, verify_failures;
     FILE *csv;
-} Bench;
-
-typedef struct {
-    void *buf;
-    int dev;
-} Side;
-
-typedef struct Config Config;
-struct Config {
-    const char *name;
-    unsigned dirs;
-    int mpiacc;     /* through libmpiacc: gets the label; acks through MPI_* */
-    int rank0_only; /* memcpy-peer: rank 0 copies between its two devices */
-    /* Collective; returns 1 when usable, else 0 with a reason in `why`. */
-    int (*setup)(Bench *, char *why, size_t whylen);
-    void (*send)(Bench *, Side, size_t);
-    void (*recv)(Bench *, Side, size_t);
-    void (*send_window)(Bench *, Side, size_t, int); /* NULL: `window` blocking sends */
-    void (*recv_window)(Bench *, Side, size_t, int);
-    /* Undoes setup, so that no anchor's state (peer access, mappings, NCCL's threads)
-     * lingers into the configurations measured after it. NULL: nothing to undo. */
-    void (*teardown)(Bench *);
 };
 
+struct Side {
+    void *buf;
+    int dev;
+};
+
+
 /* ------------------------------------------------------------------ data pattern and checks */
-
-/* Never 0, so a cleared receive buffer never matches; differs between ranks. */
-static void fill_pattern(unsigned char *p, size_t n, int rank) {
-    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(((i * 131u) + (i >> 9) * 7u + (size_t)rank * 17u) % 251u + 1u);
-}
-
-/* Bytes of `got` that differ from the peer's pattern; prints the first difference. */
-static long count_mismatches(const Bench *b, const unsigned char *got, size_t n, const char *what) {
-    if (!memcmp(got, b->pat_peer, n)) return 0;
-    long bad = 0;
-    size_t first = 0;
-    for (size_t i = 0; i < n; i++)
-        if (got[i] != b->pat_peer[i] && bad++ == 0) first = i;
-    fprintf(stderr, "pt2pt: rank %d: VERIFY FAILED [%s] %s: %ld of %zu bytes differ (first at offset %zu: got 0x%02x, want 0x%02x)\n",
-            b->rank, g_where, what, bad, n, first, got[first], b->pat_peer[first]);
-    return bad;
-}
 
 static long check_side(Bench *b, Side s, size_t n) {
     const unsigned char *got = s.buf;
@@ -195,10 +154,11 @@ static long check_side(Bench *b, Side s, size_t n) {
         CUDA_CHECK(cudaMemcpy(b->pinned, s.buf, n, cudaMemcpyDeviceToHost));
         got = (const unsigned char *)b->pinned;
     }
-    return count_mismatches(b, got, n, s.dev ? "device receive buffer" : "host receive buffer");
+    return count_mismatches(b->pat_peer, got, n, s.dev ? "device receive buffer" : "host receive buffer");
 }
 
-static void clear_side(Side s, size_t n) {
+static void clear_side(Bench *b, Side s, size_t n) {
+    (void)b;
     if (s.dev) {
         CUDA_CHECK(cudaMemset(s.buf, 0, n));
         CUDA_CHECK(cudaDeviceSynchronize());
@@ -450,6 +410,19 @@ static void peer_copy_window(Bench *b, Side s, size_t n, int w) {
         CUDA_CHECK(cudaMemcpyPeerAsync(b->peer_buf, b->peer_dev, s.buf, b->device, n, b->stream[0]));
     CUDA_CHECK(cudaStreamSynchronize(b->stream[0]));
 }
+/* The copy lands on rank 0's other device and carries rank 0's own pattern. */
+static long peer_verify(Bench *b, const Config *c, const Dir *d, size_t n) {
+    long bad = 0, all = 0;
+    if (b->rank == 0) {
+        CUDA_CHECK(cudaMemset(b->peer_buf, 0, n));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        c->send(b, send_side(b, d), n);
+        CUDA_CHECK(cudaMemcpy(b->pinned, b->peer_buf, n, cudaMemcpyDeviceToHost));
+        bad = count_mismatches(b->pat_self, (const unsigned char *)b->pinned, n, "peer device copy");
+    }
+    MPI_CHECK(PMPI_Allreduce(&bad, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+    return all;
+}
 
 /* ------------------------------------------------------------------ raw CUDA IPC pull */
 
@@ -542,146 +515,18 @@ static void auto_send_window(Bench *b, Side s, size_t n, int w) { acc_send_windo
 static void auto_recv_window(Bench *b, Side s, size_t n, int w) { acc_recv_window_impl(b, s, n, w, 0); }
 
 static const Config configs[] = {
-    {"mpich-host", DIR_HH, 0, 0, NULL, host_send, host_recv, host_send_window, host_recv_window, NULL},
-    {"staged", DIR_DEV, 0, 0, NULL, staged_send, staged_recv, NULL, NULL, NULL},
-    {"pipeline", DIR_DEV, 0, 0, NULL, pipeline_send, pipeline_recv, NULL, NULL, NULL},
-    {"nccl", DIR_DD, 0, 0, nccl_setup, nccl_send, nccl_recv, nccl_send_window, nccl_recv_window, nccl_teardown},
-    {"memcpy-peer", DIR_DD, 0, 1, peer_setup, peer_copy, NULL, peer_copy_window, NULL, peer_teardown},
-    {"ipc-pull", DIR_DD, 0, 0, ipc_setup, ipc_send, ipc_recv, ipc_send_window, ipc_recv_window, ipc_teardown},
-    {"mpiacc", DIR_DEV, 1, 0, mpiacc_setup, acc_send, acc_recv, acc_send_window, acc_recv_window, NULL},
-    {"mpiacc-auto", DIR_DEV, 1, 0, mpiacc_setup, auto_send, auto_recv, auto_send_window, auto_recv_window, NULL},
+    {"mpich-host", DIR_HH, 0, 0, NULL, host_send, host_recv, host_send_window, host_recv_window, NULL, NULL},
+    {"staged", DIR_DEV, 0, 0, NULL, staged_send, staged_recv, NULL, NULL, NULL, NULL},
+    {"pipeline", DIR_DEV, 0, 0, NULL, pipeline_send, pipeline_recv, NULL, NULL, NULL, NULL},
+    {"nccl", DIR_DD, 0, 0, nccl_setup, nccl_send, nccl_recv, nccl_send_window, nccl_recv_window, nccl_teardown, NULL},
+    {"memcpy-peer", DIR_DD, 0, 1, peer_setup, peer_copy, NULL, peer_copy_window, NULL, peer_teardown,
+     peer_verify},
+    {"ipc-pull", DIR_DD, 0, 0, ipc_setup, ipc_send, ipc_recv, ipc_send_window, ipc_recv_window, ipc_teardown, NULL},
+    {"mpiacc", DIR_DEV, 1, 0, mpiacc_setup, acc_send, acc_recv, acc_send_window, acc_recv_window, NULL, NULL},
+    {"mpiacc-auto", DIR_DEV, 1, 0, mpiacc_setup, auto_send, auto_recv, auto_send_window, auto_recv_window, NULL, NULL},
 };
 
-/* ------------------------------------------------------------------ measurement */
-
-static void barrier(const Config *c) {
-    if (c->mpiacc) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-    else MPI_CHECK(PMPI_Barrier(MPI_COMM_WORLD));
-}
-
-static void ack(Bench *b, const Config *c, int sending) {
-    char byte = 0;
-    if (c->mpiacc) {
-        if (sending) MPI_CHECK(MPI_Send(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD));
-        else MPI_CHECK(MPI_Recv(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-    } else {
-        if (sending) MPI_CHECK(PMPI_Send(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD));
-        else MPI_CHECK(PMPI_Recv(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-    }
-}
-
-static void do_window(Bench *b, const Config *c, Side s, size_t n, int w, int sending) {
-    if (sending) {
-        if (c->send_window) c->send_window(b, s, n, w);
-        else for (int i = 0; i < w; i++) c->send(b, s, n);
-    } else {
-        if (c->recv_window) c->recv_window(b, s, n, w);
-        else for (int i = 0; i < w; i++) c->recv(b, s, n);
-    }
-}
-
-/* One iteration of the kind measured: a round trip (latency) or a window + ack (bandwidth). */
-static void one_iter(Bench *b, const Config *c, const Dir *d, size_t n, int bw, int w) {
-    Side s = send_side(b, d), r = recv_side(b, d);
-    if (c->rank0_only) {
-        if (b->rank == 0) {
-            if (bw) c->send_window(b, s, n, w);
-            else c->send(b, s, n);
-        }
-        return;
-    }
-    if (bw) {
-        do_window(b, c, b->rank == 0 ? s : r, n, w, b->rank == 0);
-        ack(b, c, b->rank == 1);
-    } else if (b->rank == 0) {
-        c->send(b, s, n);
-        c->recv(b, r, n);
-    } else {
-        c->recv(b, r, n);
-        c->send(b, s, n);
-    }
-}
-
-/* Seconds per iteration. The warm-up iterations are timed on rank 0 to stretch the run to
- * --min-time; the count is shared so both ranks run the same number. */
-static double timed(Bench *b, const Config *c, const Dir *d, size_t n, int bw, int w, long iters, long *used) {
-    phase(bw ? "bandwidth" : "latency");
-    barrier(c);
-    long warm = iters / 10 < 1 ? 1 : (iters / 10 > 20 ? 20 : iters / 10);
-    double t0 = PMPI_Wtime();
-    for (long i = 0; i < warm; i++) one_iter(b, c, d, n, bw, w);
-    double per = (PMPI_Wtime() - t0) / (double)warm;
-    iters = stretched_iters(&b->o, per, iters, bw);
-    if (!c->rank0_only) MPI_CHECK(PMPI_Bcast(&iters, 1, MPI_LONG, 0, MPI_COMM_WORLD));
-    barrier(c);
-    t0 = PMPI_Wtime();
-    for (long i = 0; i < iters; i++) one_iter(b, c, d, n, bw, w);
-    *used = iters;
-    return (PMPI_Wtime() - t0) / (double)iters;
-}
-
-/* One transfer each way with the receive buffer cleared first; returns the bytes that
- * differ, summed over both ranks. */
-static long verify(Bench *b, const Config *c, const Dir *d, size_t n) {
-    Side s = send_side(b, d), r = recv_side(b, d);
-    phase("verify");
-    long bad = 0, all = 0;
-    if (c->rank0_only) {
-        if (b->rank == 0) {
-            CUDA_CHECK(cudaMemset(b->peer_buf, 0, n));
-            CUDA_CHECK(cudaDeviceSynchronize());
-            c->send(b, s, n);
-            CUDA_CHECK(cudaMemcpy(b->pinned, b->peer_buf, n, cudaMemcpyDeviceToHost));
-            /* the copy carries rank 0's own pattern */
-            if (memcmp(b->pinned, b->pat_self, n)) {
-                for (size_t i = 0; i < n; i++) bad += ((unsigned char *)b->pinned)[i] != b->pat_self[i];
-                fprintf(stderr, "pt2pt: rank 0: VERIFY FAILED [%s]: %ld of %zu bytes differ\n", g_where, bad, n);
-            }
-        }
-        MPI_CHECK(PMPI_Allreduce(&bad, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
-        return all;
-    }
-    clear_side(r, n);
-    barrier(c);
-    if (b->rank == 0) {
-        c->send(b, s, n);
-        c->recv(b, r, n);
-    } else {
-        c->recv(b, r, n);
-        bad += check_side(b, r, n);
-        c->send(b, s, n);
-    }
-    if (b->rank == 0) bad += check_side(b, r, n);
-    MPI_CHECK(PMPI_Allreduce(&bad, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
-    return all;
-}
-
-/* ------------------------------------------------------------------ output */
-
-static const char *config_name(const Bench *b, const Config *c, char *buf, size_t len) {
-    if (c->mpiacc && b->o.label && *b->o.label) snprintf(buf, len, "%s-%s", c->name, b->o.label);
-    else snprintf(buf, len, "%s", c->name);
-    return buf;
-}
-
-static FILE *open_csv(const Options *o, char *path, size_t len) {
-    return open_results_csv(o->csv, "pt2pt", path, len);
-}
-
-/* The header is written first and every row as it is measured, so that a run cut short
- * (a hang killed by a time limit, an abort) keeps what it had. */
-static void csv_header(Bench *b, int argc, char **argv, const char *devinfo) {
-    char path[4096], lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    b->csv = open_csv(&b->o, path, sizeof path);
-    if (!b->csv) fail("cannot write %s: %s", path, strerror(errno));
-    begin_results_csv(b->csv, "pt2pt", argc, argv, lib);
-    const char *ipc = getenv("MPIACC_IPC");
-    fprintf(b->csv, "# mpi=\"%s\" %s MPIACC_IPC=%s iters=%ld bw_iters=%ld window=%ld bw_bytes=%ld min_time=%g\n", lib,
-            devinfo, ipc ? ipc : "(unset)", b->o.iters, b->o.bw_iters, b->o.window, b->o.bw_bytes, b->o.min_time);
-    fprintf(b->csv, "config,direction,size,lat_us,bw_GBs\n");
-    fflush(b->csv);
-    printf("# csv: %s\n", path);
-}
+#include "bench_measure.h"
 
 /* ------------------------------------------------------------------ main */
 
@@ -697,51 +542,6 @@ static int local_rank_from_env(void) {
         if (v && *v) return atoi(v);
     }
     return 0;
-}
-
-static void run_config(Bench *b, const Config *c, const Dir *d) {
-    char name[64], why[256] = "";
-    config_name(b, c, name, sizeof name);
-    snprintf(g_where, sizeof g_where, "%s %s", name, d->name);
-    phase("setup");
-    if (c->setup && !c->setup(b, why, sizeof why)) {
-        if (b->rank == 0) {
-            printf("# skipped %s %s: %s\n", name, d->name, why);
-            fprintf(b->csv, "# skipped %s %s: %s\n", name, d->name, why);
-            fflush(stdout);
-            fflush(b->csv);
-        }
-        if (c->mpiacc) b->verify_failures++; /* MPI-ACC unusable on a GPU machine is an error */
-        return;
-    }
-    for (int si = 0; si < b->o.nsizes; si++) {
-        size_t n = (size_t)b->o.sizes[si];
-        if ((long)n < b->o.min_size || (long)n > b->o.max_size) continue;
-        snprintf(g_where, sizeof g_where, "%s %s %zu B", name, d->name, n);
-        long bad = verify(b, c, d, n);
-        b->mismatches += bad;
-        if (bad) b->verify_failures++;
-        int w = (int)b->o.window;
-        if ((long)n * w > b->o.bw_bytes) w = (int)(b->o.bw_bytes / (long)n);
-        if (w < 1) w = 1;
-        long lat_iters, bw_iters;
-        double lat = timed(b, c, d, n, 0, w, scaled(b->o.iters, n, 8192, b->o.min_iters), &lat_iters);
-        double bw_t = timed(b, c, d, n, 1, w, scaled(b->o.bw_iters, (size_t)w * n, 256 << 10, b->o.min_iters),
-                            &bw_iters);
-        /* ping-pong: one way is half a round trip; memcpy-peer times a single copy */
-        double lat_us = lat * 1e6 / (c->rank0_only ? 1.0 : 2.0);
-        double bw_GBs = (double)n * w / bw_t / 1e9;
-        if (b->rank == 0) {
-            printf("%-18s %-5s %10zu %11.2f %10.3f %7ld %7ld %3d  %s\n", name, d->name, n, lat_us, bw_GBs, lat_iters,
-                   bw_iters, w, bad ? "MISMATCH" : "ok");
-            fflush(stdout);
-            fprintf(b->csv, "%s,%s,%zu,%.3f,%.4f\n", name, d->name, n, lat_us, bw_GBs);
-            if (bad) fprintf(b->csv, "# verify %s %s %zu: %ld bytes differ\n", name, d->name, n, bad);
-            fflush(b->csv);
-        }
-    }
-    snprintf(g_where, sizeof g_where, "%s teardown", name);
-    if (c->teardown) c->teardown(b);
 }
 
 int main(int argc, char **argv) {
@@ -779,29 +579,10 @@ int main(int argc, char **argv) {
     b->device = b->rank % b->ndev;
     CUDA_CHECK(cudaSetDevice(b->device));
 
-    long max = 0;
-    for (int i = 0; i < b->o.nsizes; i++)
-        if (b->o.sizes[i] <= b->o.max_size && b->o.sizes[i] >= b->o.min_size && b->o.sizes[i] > max) max = b->o.sizes[i];
-    if (max == 0) {
-        if (b->rank == 0) fprintf(stderr, "pt2pt: no size in [--min-size, --max-size]\n");
+    if (!setup_host_side(b)) {
         MPI_Finalize();
         return 2;
     }
-    b->max_bytes = (size_t)max;
-    b->chunk = 256 << 10;
-    b->max_reqs = nchunks(b, b->max_bytes) > MAX_WINDOW ? nchunks(b, b->max_bytes) : MAX_WINDOW;
-    b->reqs = calloc((size_t)b->max_reqs, sizeof *b->reqs);
-    b->stats = calloc((size_t)b->max_reqs, sizeof *b->stats);
-    b->host_s = malloc(b->max_bytes);
-    b->host_r = malloc(b->max_bytes);
-    b->pat_self = malloc(b->max_bytes);
-    b->pat_peer = malloc(b->max_bytes);
-    if (!b->reqs || !b->stats || !b->host_s || !b->host_r || !b->pat_self || !b->pat_peer)
-        fail("cannot allocate host buffers of %zu bytes", b->max_bytes);
-    fill_pattern(b->pat_self, b->max_bytes, b->rank);
-    fill_pattern(b->pat_peer, b->max_bytes, b->peer);
-    memcpy(b->host_s, b->pat_self, b->max_bytes);
-    memset(b->host_r, 0, b->max_bytes); /* fault the pages in before timing */
     CUDA_CHECK(cudaMalloc((void **)&b->dev_s, b->max_bytes));
     CUDA_CHECK(cudaMalloc((void **)&b->dev_r, b->max_bytes));
     CUDA_CHECK(cudaMallocHost((void **)&b->pinned, b->max_bytes));
@@ -827,39 +608,18 @@ int main(int argc, char **argv) {
              b->rank == 0 ? b->device : b->peer % b->ndev, b->rank == 0 ? mine : theirs,
              b->rank == 1 ? b->device : b->peer % b->ndev, b->rank == 1 ? mine : theirs);
     if (b->rank == 0) {
-        csv_header(b, argc, argv, devinfo);
+        const char *ipc = getenv("MPIACC_IPC");
+        char details[1200];
+        snprintf(details, sizeof details, "%s MPIACC_IPC=%.64s", devinfo, ipc ? ipc : "(unset)");
+        csv_header(b, argc, argv, details);
         printf("# pt2pt: 2 ranks, %s\n", devinfo);
         printf("# one-way latency = round trip / 2 (memcpy-peer: one copy); bandwidth in GB/s (1e9 B/s);"
                " window <= %ld, window x size <= %ld B\n", b->o.window, b->o.bw_bytes);
-        printf("%-18s %-5s %10s %11s %10s %7s %7s %3s  %s\n", "config", "dir", "size", "lat_us", "bw_GBs", "lat_it",
-               "bw_it", "win", "verify");
-        fflush(stdout);
     }
-
-    /* Direction by direction, anchors first: a hang in one MPI-ACC path loses the least. */
-    signal(SIGALRM, on_alarm);
-    static const size_t order[] = {3, 0, 1, 2}; /* H->H (plain MPICH) first: it is quick */
-    for (size_t oi = 0; oi < sizeof order / sizeof order[0]; oi++) {
-        size_t di = order[oi];
-        const Dir *d = &dirs[di];
-        if (!in_list(b->o.dirs, d->name) && !in_list(b->o.dirs, d->alias)) continue;
-        for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
-            if ((configs[i].dirs & (1u << di)) && in_list(b->o.configs, configs[i].name)) run_config(b, &configs[i], d);
-    }
-    alarm(0);
-    phase("");
-
-    snprintf(g_where, sizeof g_where, "teardown");
+    run_all(b);
     if (b->cuda_type != MPI_DATATYPE_NULL) MPI_Type_free(&b->cuda_type);
-    if (b->rank == 0) {
-        if (b->nccl_version) printf("# nccl version %d\n", b->nccl_version);
-        printf("# verify: %ld mismatched bytes, %ld failed checks or unusable MPI-ACC configs\n", b->mismatches,
-               b->verify_failures);
-        fprintf(b->csv, "# verify: %ld mismatched bytes, %ld failed checks or unusable MPI-ACC configs\n",
-                b->mismatches, b->verify_failures);
-        if (fclose(b->csv) != 0) fail("cannot write the CSV: %s", strerror(errno));
-    }
-    int ok = b->verify_failures == 0;
+    if (b->rank == 0 && b->nccl_version) printf("# nccl version %d\n", b->nccl_version);
+    const int ret = finish_run(b);
     MPI_Finalize();
-    return ok ? 0 : 1;
+    return ret;
 }

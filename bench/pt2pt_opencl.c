@@ -97,15 +97,7 @@ static void usage(void) {
 
 /* ------------------------------------------------------------------ state */
 
-typedef struct {
-    const char *name, *alias;
-    int src_dev, dst_dev; /* rank 0's buffer, rank 1's buffer: 1 = cl_mem */
-} Dir;
-
-static const Dir dirs[] = {{"D->D", "DD", 1, 1}, {"D->H", "DH", 1, 0}, {"H->D", "HD", 0, 1}, {"H->H", "HH", 0, 0}};
-enum { DIR_DD = 1, DIR_DH = 2, DIR_HD = 4, DIR_HH = 8, DIR_DEV = DIR_DD | DIR_DH | DIR_HD };
-
-typedef struct {
+struct Bench {
     Options o;
     int rank, peer;
     size_t max_bytes;
@@ -128,42 +120,17 @@ typedef struct {
     MPI_Datatype cl_type;
     long mismatches, verify_failures;
     FILE *csv;
-} Bench;
+};
 
 /* A buffer on one side: a cl_mem (dev) or host memory. */
-typedef struct {
+struct Side {
     cl_mem mem;
     char *host;
     int dev;
-} Side;
+};
 
-typedef struct {
-    const char *name;
-    unsigned dirs;
-    int mpiacc;
-    int (*setup)(Bench *, char *why, size_t whylen);
-    void (*send)(Bench *, Side, size_t);
-    void (*recv)(Bench *, Side, size_t);
-    void (*send_window)(Bench *, Side, size_t, int);
-    void (*recv_window)(Bench *, Side, size_t, int);
-} Config;
 
 /* ------------------------------------------------------------------ data pattern and checks */
-
-static void fill_pattern(unsigned char *p, size_t n, int rank) {
-    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(((i * 131u) + (i >> 9) * 7u + (size_t)rank * 17u) % 251u + 1u);
-}
-
-static long count_mismatches(const Bench *b, const unsigned char *got, size_t n, const char *what) {
-    if (!memcmp(got, b->pat_peer, n)) return 0;
-    long bad = 0;
-    size_t first = 0;
-    for (size_t i = 0; i < n; i++)
-        if (got[i] != b->pat_peer[i] && bad++ == 0) first = i;
-    fprintf(stderr, "pt2pt_opencl: rank %d: VERIFY FAILED [%s] %s: %ld of %zu bytes differ (first at offset %zu: got 0x%02x, want 0x%02x)\n",
-            b->rank, g_where, what, bad, n, first, got[first], b->pat_peer[first]);
-    return bad;
-}
 
 static long check_side(Bench *b, Side s, size_t n) {
     const unsigned char *got = (const unsigned char *)s.host;
@@ -171,7 +138,7 @@ static long check_side(Bench *b, Side s, size_t n) {
         CL_CHECK(clEnqueueReadBuffer(b->queue, s.mem, CL_TRUE, 0, n, b->pinned, 0, NULL, NULL));
         got = (const unsigned char *)b->pinned;
     }
-    return count_mismatches(b, got, n, s.dev ? "cl_mem receive buffer" : "host receive buffer");
+    return count_mismatches(b->pat_peer, got, n, s.dev ? "cl_mem receive buffer" : "host receive buffer");
 }
 
 static void clear_side(Bench *b, Side s, size_t n) {
@@ -342,106 +309,13 @@ static void acc_recv_window(Bench *b, Side s, size_t n, int w) {
 }
 
 static const Config configs[] = {
-    {"mpich-host", DIR_HH, 0, NULL, host_send, host_recv, host_send_window, host_recv_window},
-    {"staged", DIR_DEV, 0, NULL, staged_send, staged_recv, NULL, NULL},
-    {"pipeline", DIR_DEV, 0, NULL, pipeline_send, pipeline_recv, NULL, NULL},
-    {"mpiacc", DIR_DEV, 1, mpiacc_setup, acc_send, acc_recv, acc_send_window, acc_recv_window},
+    {"mpich-host", DIR_HH, 0, 0, NULL, host_send, host_recv, host_send_window, host_recv_window, NULL, NULL},
+    {"staged", DIR_DEV, 0, 0, NULL, staged_send, staged_recv, NULL, NULL, NULL, NULL},
+    {"pipeline", DIR_DEV, 0, 0, NULL, pipeline_send, pipeline_recv, NULL, NULL, NULL, NULL},
+    {"mpiacc", DIR_DEV, 1, 0, mpiacc_setup, acc_send, acc_recv, acc_send_window, acc_recv_window, NULL, NULL},
 };
 
-/* ------------------------------------------------------------------ measurement */
-
-static void barrier(const Config *c) {
-    if (c->mpiacc) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-    else MPI_CHECK(PMPI_Barrier(MPI_COMM_WORLD));
-}
-
-static void ack(Bench *b, const Config *c, int sending) {
-    char byte = 0;
-    if (c->mpiacc) {
-        if (sending) MPI_CHECK(MPI_Send(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD));
-        else MPI_CHECK(MPI_Recv(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-    } else {
-        if (sending) MPI_CHECK(PMPI_Send(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD));
-        else MPI_CHECK(PMPI_Recv(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-    }
-}
-
-static void one_iter(Bench *b, const Config *c, const Dir *d, size_t n, int bw, int w) {
-    Side s = send_side(b, d), r = recv_side(b, d);
-    if (bw) {
-        if (b->rank == 0) {
-            if (c->send_window) c->send_window(b, s, n, w);
-            else for (int i = 0; i < w; i++) c->send(b, s, n);
-        } else {
-            if (c->recv_window) c->recv_window(b, r, n, w);
-            else for (int i = 0; i < w; i++) c->recv(b, r, n);
-        }
-        ack(b, c, b->rank == 1);
-    } else if (b->rank == 0) {
-        c->send(b, s, n);
-        c->recv(b, r, n);
-    } else {
-        c->recv(b, r, n);
-        c->send(b, s, n);
-    }
-}
-
-/* Seconds per iteration; warm-up iterations are timed on rank 0 to stretch the run to
- * --min-time, and the count is shared so both ranks run the same number. */
-static double timed(Bench *b, const Config *c, const Dir *d, size_t n, int bw, int w, long iters, long *used) {
-    phase(bw ? "bandwidth" : "latency");
-    barrier(c);
-    long warm = iters / 10 < 1 ? 1 : (iters / 10 > 20 ? 20 : iters / 10);
-    double t0 = PMPI_Wtime();
-    for (long i = 0; i < warm; i++) one_iter(b, c, d, n, bw, w);
-    double per = (PMPI_Wtime() - t0) / (double)warm;
-    iters = stretched_iters(&b->o, per, iters, bw);
-    MPI_CHECK(PMPI_Bcast(&iters, 1, MPI_LONG, 0, MPI_COMM_WORLD));
-    barrier(c);
-    t0 = PMPI_Wtime();
-    for (long i = 0; i < iters; i++) one_iter(b, c, d, n, bw, w);
-    *used = iters;
-    return (PMPI_Wtime() - t0) / (double)iters;
-}
-
-static long verify(Bench *b, const Config *c, const Dir *d, size_t n) {
-    Side s = send_side(b, d), r = recv_side(b, d);
-    phase("verify");
-    long bad = 0, all = 0;
-    clear_side(b, r, n);
-    barrier(c);
-    if (b->rank == 0) {
-        c->send(b, s, n);
-        c->recv(b, r, n);
-        bad += check_side(b, r, n);
-    } else {
-        c->recv(b, r, n);
-        bad += check_side(b, r, n);
-        c->send(b, s, n);
-    }
-    MPI_CHECK(PMPI_Allreduce(&bad, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
-    return all;
-}
-
-/* ------------------------------------------------------------------ output */
-
-static FILE *open_csv(const Options *o, char *path, size_t len) {
-    return open_results_csv(o->csv, "pt2pt_opencl", path, len);
-}
-
-static void csv_header(Bench *b, int argc, char **argv) {
-    char path[4096], lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    b->csv = open_csv(&b->o, path, sizeof path);
-    if (!b->csv) fail("cannot write %s: %s", path, strerror(errno));
-    begin_results_csv(b->csv, "pt2pt_opencl", argc, argv, lib);
-    const char *cache = getenv("MPIACC_OPENCL_CACHE_SIZE");
-    fprintf(b->csv, "# mpi=\"%s\" platform=\"%s\" device=\"%s\" MPIACC_OPENCL_CACHE_SIZE=%s iters=%ld bw_iters=%ld window=%ld bw_bytes=%ld min_time=%g\n",
-            lib, b->platform_name, b->device_name, cache ? cache : "(unset)", b->o.iters, b->o.bw_iters, b->o.window,
-            b->o.bw_bytes, b->o.min_time);
-    fprintf(b->csv, "config,direction,size,lat_us,bw_GBs\n");
-    fflush(b->csv);
-    printf("# csv: %s\n", path);
-}
+#include "bench_measure.h"
 
 /* ------------------------------------------------------------------ OpenCL setup */
 
@@ -501,48 +375,6 @@ static char *map_pinned(Bench *b, cl_mem *mem, size_t n) {
 
 /* ------------------------------------------------------------------ main */
 
-static void run_config(Bench *b, const Config *c, const Dir *d) {
-    char name[64], why[256] = "";
-    if (c->mpiacc && b->o.label && *b->o.label) snprintf(name, sizeof name, "%s-%s", c->name, b->o.label);
-    else snprintf(name, sizeof name, "%s", c->name);
-    snprintf(g_where, sizeof g_where, "%s %s", name, d->name);
-    phase("setup");
-    if (c->setup && !c->setup(b, why, sizeof why)) {
-        if (b->rank == 0) {
-            printf("# skipped %s %s: %s\n", name, d->name, why);
-            fprintf(b->csv, "# skipped %s %s: %s\n", name, d->name, why);
-            fflush(stdout);
-            fflush(b->csv);
-        }
-        if (c->mpiacc) b->verify_failures++;
-        return;
-    }
-    for (int si = 0; si < b->o.nsizes; si++) {
-        size_t n = (size_t)b->o.sizes[si];
-        if ((long)n < b->o.min_size || (long)n > b->o.max_size) continue;
-        snprintf(g_where, sizeof g_where, "%s %s %zu B", name, d->name, n);
-        long bad = verify(b, c, d, n);
-        b->mismatches += bad;
-        if (bad) b->verify_failures++;
-        int w = (int)b->o.window;
-        if ((long)n * w > b->o.bw_bytes) w = (int)(b->o.bw_bytes / (long)n);
-        if (w < 1) w = 1;
-        long lat_iters, bw_iters;
-        double lat = timed(b, c, d, n, 0, w, scaled(b->o.iters, n, 8192, b->o.min_iters), &lat_iters);
-        double bw_t = timed(b, c, d, n, 1, w, scaled(b->o.bw_iters, (size_t)w * n, 256 << 10, b->o.min_iters),
-                            &bw_iters);
-        double lat_us = lat * 1e6 / 2.0, bw_GBs = (double)n * w / bw_t / 1e9;
-        if (b->rank == 0) {
-            printf("%-18s %-5s %10zu %11.2f %10.3f %7ld %7ld %3d  %s\n", name, d->name, n, lat_us, bw_GBs, lat_iters,
-                   bw_iters, w, bad ? "MISMATCH" : "ok");
-            fflush(stdout);
-            fprintf(b->csv, "%s,%s,%zu,%.3f,%.4f\n", name, d->name, n, lat_us, bw_GBs);
-            if (bad) fprintf(b->csv, "# verify %s %s %zu: %ld bytes differ\n", name, d->name, n, bad);
-            fflush(b->csv);
-        }
-    }
-}
-
 static int env_is_zero(const char *name) {
     const char *v = getenv(name);
     return v && !strcmp(v, "0");
@@ -579,29 +411,10 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    long max = 0;
-    for (int i = 0; i < b->o.nsizes; i++)
-        if (b->o.sizes[i] <= b->o.max_size && b->o.sizes[i] >= b->o.min_size && b->o.sizes[i] > max) max = b->o.sizes[i];
-    if (max == 0) {
-        if (b->rank == 0) fprintf(stderr, "pt2pt_opencl: no size in [--min-size, --max-size]\n");
+    if (!setup_host_side(b)) {
         MPI_Finalize();
         return 2;
     }
-    b->max_bytes = (size_t)max;
-    b->chunk = 256 << 10;
-    b->max_reqs = nchunks(b, b->max_bytes) > MAX_WINDOW ? nchunks(b, b->max_bytes) : MAX_WINDOW;
-    b->reqs = calloc((size_t)b->max_reqs, sizeof *b->reqs);
-    b->stats = calloc((size_t)b->max_reqs, sizeof *b->stats);
-    b->host_s = malloc(b->max_bytes);
-    b->host_r = malloc(b->max_bytes);
-    b->pat_self = malloc(b->max_bytes);
-    b->pat_peer = malloc(b->max_bytes);
-    if (!b->reqs || !b->stats || !b->host_s || !b->host_r || !b->pat_self || !b->pat_peer)
-        fail("cannot allocate host buffers of %zu bytes", b->max_bytes);
-    fill_pattern(b->pat_self, b->max_bytes, b->rank);
-    fill_pattern(b->pat_peer, b->max_bytes, b->peer);
-    memcpy(b->host_s, b->pat_self, b->max_bytes);
-    memset(b->host_r, 0, b->max_bytes);
     cl_int e;
     b->dev_s = clCreateBuffer(b->ctx, CL_MEM_READ_WRITE, b->max_bytes, NULL, &e);
     CL_CHECK(e);
@@ -614,38 +427,19 @@ int main(int argc, char **argv) {
     CL_CHECK(clFinish(b->queue));
 
     if (b->rank == 0) {
-        csv_header(b, argc, argv);
+        const char *cache = getenv("MPIACC_OPENCL_CACHE_SIZE");
+        char details[1024];
+        snprintf(details, sizeof details, "platform=\"%.255s\" device=\"%.255s\" MPIACC_OPENCL_CACHE_SIZE=%.64s", b->platform_name,
+                 b->device_name, cache ? cache : "(unset)");
+        csv_header(b, argc, argv, details);
         printf("# pt2pt_opencl: 2 ranks, platform \"%s\", rank 0 device \"%s\"\n", b->platform_name, b->device_name);
         printf("# one-way latency = round trip / 2; bandwidth in GB/s (1e9 B/s); window <= %ld, window x size <= %ld B\n",
                b->o.window, b->o.bw_bytes);
-        printf("%-18s %-5s %10s %11s %10s %7s %7s %3s  %s\n", "config", "dir", "size", "lat_us", "bw_GBs", "lat_it",
-               "bw_it", "win", "verify");
-        fflush(stdout);
     }
-    /* Direction by direction, anchors first: a hang in one MPI-ACC path loses the least. */
-    signal(SIGALRM, on_alarm);
-    static const size_t order[] = {3, 0, 1, 2}; /* H->H (plain MPICH) first: it is quick */
-    for (size_t oi = 0; oi < sizeof order / sizeof order[0]; oi++) {
-        size_t di = order[oi];
-        const Dir *d = &dirs[di];
-        if (!in_list(b->o.dirs, d->name) && !in_list(b->o.dirs, d->alias)) continue;
-        for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
-            if ((configs[i].dirs & (1u << di)) && in_list(b->o.configs, configs[i].name)) run_config(b, &configs[i], d);
-    }
-    alarm(0);
-    phase("");
-
-    snprintf(g_where, sizeof g_where, "teardown");
+    run_all(b);
     if (b->cl_type != MPI_DATATYPE_NULL) MPI_Type_free(&b->cl_type);
-    if (b->rank == 0) {
-        printf("# verify: %ld mismatched bytes, %ld failed checks or unusable MPI-ACC configs\n", b->mismatches,
-               b->verify_failures);
-        fprintf(b->csv, "# verify: %ld mismatched bytes, %ld failed checks or unusable MPI-ACC configs\n",
-                b->mismatches, b->verify_failures);
-        if (fclose(b->csv) != 0) fail("cannot write the CSV: %s", strerror(errno));
-    }
+    const int ret = finish_run(b);
     /* MPI-ACC may hold this queue in its cache until MPI_Finalize: release after it. */
-    int ret = b->verify_failures == 0 ? 0 : 1;
     MPI_Finalize();
     clEnqueueUnmapMemObject(b->queue, b->pinned_mem, b->pinned, 0, NULL, NULL);
     clEnqueueUnmapMemObject(b->queue, b->slots_mem, slots, 0, NULL, NULL);
