@@ -88,7 +88,6 @@ int initialize_context(int provided_thread_level) {
         if (rc != MPI_SUCCESS) return rc;
         *publics[i] = *ours[i];
     }
-    ctx.control = std::make_unique<ControlChannel>();
     if (ctx.knobs.cuda_autodetect && accel_built(BufKind::CUDA)) {
         Accel *cuda = accel_for(BufKind::CUDA);
         ctx.cuda_autodetect_active = cuda && cuda->available();
@@ -133,8 +132,7 @@ void finalize_context() {
     ctx.stash.clear();
     ctx.probed_messages.clear();
     ctx.pending.reset();
-    if (ctx.control) ctx.control->drain();
-    ctx.control.reset();
+    drain_control_messages();
     clear_bounce_cache();
     shutdown_accels();
     for (int *kv : {&ctx.keyvals.buf_type, &ctx.keyvals.stream, &ctx.keyvals.command_queue, &ctx.keyvals.event,

@@ -24,7 +24,6 @@ class Accel;
 class Op;
 class SendOp;
 class RecvOp;
-class ControlChannel;
 struct StashedEnvelope;
 
 // Knob values in force (parsed once at MPI_Init; before that, from the environment).
@@ -105,7 +104,6 @@ public:
     std::map<std::pair<int, std::uint64_t>, RecvOp *> receivers;
     // Pipeline receives past their CTS, by sender world rank (MPIACC_PIPELINE_TRANSFERS).
     std::unordered_map<int, int> pipelines_from;
-    std::unique_ptr<ControlChannel> control;
     // Host buffers with an in-place receive pending (host records and RecvOps alike).
     InPlaceRanges in_place_ranges;
     // Envelopes a probe had to receive to learn the real size, in arrival order.

@@ -44,7 +44,7 @@ void progress_poke(bool skip_host_recvs) {
     if (ctx.pending.get() == 0) return;
     // Control messages only ever come for a sender awaiting CTS/FIN or a receiver in its
     // data phase (ABORT); otherwise polling the channel would cost a progress call.
-    if (ctx.control && (!ctx.senders.empty() || !ctx.receivers.empty())) ctx.control->poll();
+    if (!ctx.senders.empty() || !ctx.receivers.empty()) poll_control_messages();
     // Before the ops: a record holding an envelope becomes an op that progresses at once.
     if (!skip_host_recvs && !ctx.host_recvs.empty()) poll_host_recvs();
     for (auto &kv : ctx.user_ops) {

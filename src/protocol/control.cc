@@ -26,7 +26,7 @@ bool take_control_message(ControlMessage *msg, int *from) {
 
 }  // namespace
 
-void ControlChannel::poll() {
+void poll_control_messages() {
     Context &ctx = context();
     ControlMessage msg;
     int from = MPI_PROC_NULL;
@@ -46,7 +46,7 @@ void ControlChannel::poll() {
     }
 }
 
-void ControlChannel::drain() {
+void drain_control_messages() {
     ControlMessage msg;
     int from = MPI_PROC_NULL;
     while (take_control_message(&msg, &from)) counter("protocol.control.orphan")++;

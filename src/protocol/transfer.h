@@ -255,14 +255,12 @@ private:
 // included: 8 of them cost plain MPICH 28% of its 8-byte latency. Probing posts
 // nothing, costs nothing while no transfer is in flight, and bounds what it holds
 // (DESIGN 2.7) at one message.
-class ControlChannel {
-public:
-    // Takes the control messages that have arrived (matched probes, nothing posted) and
-    // hands each to its transfer. Progress calls it only while this rank has transfers.
-    void poll();
-    // Takes what is left for transfers that are gone, so none outlives the channel.
-    void drain();
-};
+//
+// Takes the control messages that have arrived and hands each to its transfer. Progress
+// calls it only while this rank has transfers. Caller holds the StateLock.
+void poll_control_messages();
+// MPI_Finalize: takes what is left for transfers that are gone.
+void drain_control_messages();
 
 // An envelope a probe had to receive to learn the message's real size.
 // Usually an envelope; a 200-byte payload from a program not using MPI-ACC is kept as
