@@ -44,6 +44,37 @@ TEST(BounceBuffer, TheSmallestCachedOneThatFitsIsTaken) {
     EXPECT_EQ(large.data(), big);
 }
 
+TEST(BounceBuffer, NoneMoreThanTwiceTheSizeIsTaken) {
+    // A receive of 64 KiB after a window of 4 MiB ones gets a buffer of its own size:
+    // taking a 4 MiB one would page-lock all of it for a 64 KiB payload.
+    char *big;
+    {
+        BounceBuffer a(4 * kMiB);
+        big = a.data();
+    }
+    const long long before = reused();
+    BounceBuffer small(64 << 10);
+    EXPECT_NE(small.data(), big);
+    EXPECT_EQ(reused(), before);
+    BounceBuffer fits(2 * kMiB);  // exactly half: still taken
+    EXPECT_EQ(fits.data(), big);
+}
+
+TEST(BounceBuffer, AmongEqualSizesTheLastReleasedIsTaken) {
+    char *older, *newer;
+    {
+        BounceBuffer a(20 * kMiB), b(20 * kMiB);  // a size no other test leaves cached
+        older = a.data();
+        newer = b.data();
+        BounceBuffer hold_a(std::move(a));
+        { BounceBuffer drop_b(std::move(b)); }  // released first
+    }                                           // then a: the most recent
+    BounceBuffer again(20 * kMiB);
+    EXPECT_EQ(again.data(), older);
+    BounceBuffer next(20 * kMiB);
+    EXPECT_EQ(next.data(), newer);
+}
+
 TEST(BounceBuffer, TheCacheKeepsAtMost128MiBAndFollowsTheSizesInUse) {
     {
         std::vector<BounceBuffer> many;
