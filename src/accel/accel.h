@@ -75,6 +75,15 @@ public:
                                std::string *why) = 0;
     // The pinned pool to stage this buffer's chunks through (per device / context).
     virtual PinnedPool *staging_pool() = 0;
+    // Pinned host memory of at least `bytes` for a receive into this buffer to land a
+    // payload in, so that copy_from_host moves it by DMA; null when the kind has none to
+    // offer (the caller then uses pageable memory). Given back with
+    // release_receive_bounce before this buffer is destroyed.
+    virtual void *acquire_receive_bounce(std::size_t /*bytes*/) { return nullptr; }
+    virtual void release_receive_bounce(void * /*bounce*/) {}
+    // A payload of `bytes` arrived in pageable memory for this buffer: a kind that can
+    // offer receive bounces starts to.
+    virtual void note_pageable_payload(std::size_t /*bytes*/) {}
     // A completion that fires when the captured dependency is satisfied (may be null
     // when there is none).
     virtual std::unique_ptr<Completion> dependency() { return nullptr; }

@@ -46,9 +46,11 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
             op->in_place_range_ = ctx.in_place_ranges.add(lo, lo + op->dest_.bytes);
         }
     } else {
-        std::size_t n = std::min(op->dest_.bytes, largest_payload(ctx.knobs));
-        op->bounce_ = BounceBuffer(std::max(n, kEnvelopeBytes));
-        rc = PMPI_Irecv(op->bounce_.data(), static_cast<int>(op->bounce_.size()), MPI_BYTE, source, tag, comm,
+        std::size_t n = std::max(std::min(op->dest_.bytes, largest_payload(ctx.knobs)), kEnvelopeBytes);
+        if (op->dest_.device && n >= kPinnedBounceMin)
+            op->device_bounce_ = static_cast<char *>(op->dest_.device->acquire_receive_bounce(n));
+        if (!op->device_bounce_) op->bounce_ = BounceBuffer(n);
+        rc = PMPI_Irecv(op->posted_bounce(), static_cast<int>(n), MPI_BYTE, source, tag, comm,
                         &op->matching_request_);
     }
     if (rc != MPI_SUCCESS) return rc;
@@ -112,6 +114,7 @@ RecvOp::~RecvOp() {
         if (r == &matching_request_ && state_ == State::MATCHING) PMPI_Cancel(r);
         PMPI_Request_free(r);
     }
+    if (device_bounce_) dest_.device->release_receive_bounce(device_bounce_);
 }
 
 int RecvOp::cancel() {
@@ -180,7 +183,7 @@ void RecvOp::progress() {
 void RecvOp::matched_from(const MPI_Status &st) {
     std::size_t len = received_bytes(st);
     if (!data_in_user_buffer_) {
-        on_matched(st, bounce_.data(), len);
+        on_matched(st, posted_bounce(), len);
         return;
     }
     std::vector<char> head;
@@ -234,7 +237,11 @@ void RecvOp::deliver_payload(const void *data, std::size_t len) {
     // CPU copy (4.3 GB/s host-to-device at 1 MiB, against 7.3 for staging by hand, on
     // the H200 machine). Receives that only ever get envelopes (device to device) never
     // pay for a registration.
-    const bool pinned_source = data == bounce_.data() && n >= kPinnedBounceMin && bounce_.pin(accel_for(dest_.kind));
+    bool pinned_source = device_bounce_ && data == device_bounce_;
+    if (!pinned_source && data == bounce_.data() && n >= kPinnedBounceMin) {
+        pinned_source = bounce_.pin(accel_for(dest_.kind));
+        if (!pinned_source) dest_.device->note_pageable_payload(n);
+    }
     pool_ = dest_.device->staging_pool();
     if (!pinned_source && pool_ && !(pool_->allocations() == 0 && !pool_->last_error().empty())) {
         // Through pinned slots: a copy from the pageable bounce buffer is synchronous and

@@ -204,6 +204,11 @@ private:
     bool data_in_user_buffer_ = false;      // IN_PLACE: the message landed in dest_.host
     std::uint32_t in_place_range_ = 0;      // token in Context::in_place_ranges, 0 = none
     BounceBuffer bounce_;
+    // Or, for a device receive, pinned memory its kind lent (DeviceBuffer::
+    // acquire_receive_bounce), posted instead of bounce_; given back by the destructor.
+    char *device_bounce_ = nullptr;
+    // Where the matching receive was posted (bounce_ or device_bounce_).
+    char *posted_bounce() const { return device_bounce_ ? device_bounce_ : bounce_.data(); }
     std::unique_ptr<Completion> payload_copy_;
     const char *payload_ = nullptr;  // PAYLOAD_STAGE: the payload, in bounce_
     Envelope envelope_{};

@@ -727,6 +727,52 @@ TEST_F(OpenClAccelTest, evicted_entry_keeps_working_for_buffers_that_hold_it) {
     EXPECT_EQ(received, random_bytes(4096, 7));
 }
 
+TEST_F(OpenClAccelTest, receive_bounces_are_offered_after_a_large_pageable_payload_and_reused) {
+    auto accel = make_accel(4);
+    const std::size_t n = 1u << 20;
+    MemRef mem = make_buffer(user_.context.get(), n);
+    auto buffer = capture_ok(*accel, mem.get(), n, queue_attrs(user_.queue.get()));
+    ASSERT_TRUE(buffer);
+    // Device-to-device traffic never pays for them: none until a payload came pageable.
+    EXPECT_EQ(buffer->acquire_receive_bounce(n), nullptr);
+    buffer->note_pageable_payload(OpenClDeviceBuffer::kOfferBouncesFrom - 1);
+    EXPECT_EQ(buffer->acquire_receive_bounce(n), nullptr);
+    buffer->note_pageable_payload(OpenClDeviceBuffer::kOfferBouncesFrom);
+    long long pinned = counter_value("opencl.pinned.alloc");
+    char *bounce = static_cast<char *>(buffer->acquire_receive_bounce(n));
+    ASSERT_NE(bounce, nullptr);
+    EXPECT_EQ(counter_value("opencl.pinned.alloc"), pinned + 1);
+    // It is host memory a payload can land in, and copies to the device from it work.
+    std::vector<unsigned char> expected = random_bytes(n, 11);
+    std::memcpy(bounce, expected.data(), n);
+    std::unique_ptr<Completion> done;
+    std::string why;
+    ASSERT_EQ(buffer->copy_from_host(0, bounce, n, &done, &why), MPI_SUCCESS) << why;
+    ASSERT_TRUE(wait_for(*done));
+    std::vector<unsigned char> back(n);
+    ASSERT_EQ(buffer->copy_to_host(0, back.data(), n, &done, &why), MPI_SUCCESS) << why;
+    ASSERT_TRUE(wait_for(*done));
+    EXPECT_EQ(back, expected);
+    // Two at once are two buffers; given back, the same one serves the next receive,
+    // and so does one of half the size; a quarter of the size gets its own.
+    char *second = static_cast<char *>(buffer->acquire_receive_bounce(n));
+    ASSERT_NE(second, nullptr);
+    EXPECT_NE(second, bounce);
+    buffer->release_receive_bounce(second);
+    buffer->release_receive_bounce(bounce);
+    EXPECT_EQ(buffer->acquire_receive_bounce(n), bounce);  // the last given back
+    EXPECT_EQ(buffer->acquire_receive_bounce(n / 2), second);
+    pinned = counter_value("opencl.pinned.alloc");
+    char *quarter = static_cast<char *>(buffer->acquire_receive_bounce(n / 4));
+    ASSERT_NE(quarter, nullptr);
+    EXPECT_EQ(counter_value("opencl.pinned.alloc"), pinned + 1);
+    buffer->release_receive_bounce(quarter);
+    buffer->release_receive_bounce(second);
+    buffer->release_receive_bounce(bounce);
+    // The budget (128 MiB) bounds them: a receive larger than all of it gets none.
+    EXPECT_EQ(buffer->acquire_receive_bounce((128u << 20) + 1), nullptr);
+}
+
 TEST_F(OpenClAccelTest, cache_off_creates_fresh_objects_each_time) {
     cl_uint baseline = context_reference_count(user_.context.get());
     auto accel = make_accel(0);

@@ -232,6 +232,64 @@ void OpenClPinnedAllocator::unmap_and_release(void *ptr) {
     references_->discharge(charged);
 }
 
+// ------------------------------------------------------------------ ReceiveBounces
+
+ReceiveBounces::ReceiveBounces(std::unique_ptr<PinnedAllocator> allocator, std::size_t budget_bytes)
+    : allocator_(std::move(allocator)), budget_(budget_bytes) {}
+
+ReceiveBounces::~ReceiveBounces() {
+    // Buffers still in use belong to receives that hold the entry, so there are none.
+    for (const Buffer &b : free_) allocator_->release(b.data);
+}
+
+void *ReceiveBounces::acquire(std::size_t bytes) {
+    if (!offered_.load(std::memory_order_relaxed) || bytes == 0) return nullptr;
+    std::lock_guard<std::mutex> lock(mutex_);
+    // The smallest that fits and is at most twice the size; among equals the most
+    // recently released (a receive loop keeps reusing one).
+    auto best = free_.end();
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+        if (it->capacity >= bytes && it->capacity / 2 <= bytes &&
+            (best == free_.end() || it->capacity <= best->capacity))
+            best = it;
+    if (best != free_.end()) {
+        Buffer b = *best;
+        free_.erase(best);
+        in_use_.emplace(b.data, b.capacity);
+        return b.data;
+    }
+    if (failed_ || bytes > budget_) return nullptr;
+    // Make room from the free ones, oldest first.
+    while (allocated_ + bytes > budget_ && !free_.empty()) {
+        allocator_->release(free_.front().data);
+        allocated_ -= free_.front().capacity;
+        free_.erase(free_.begin());
+    }
+    if (allocated_ + bytes > budget_) return nullptr;
+    std::string why;
+    void *data = allocator_->allocate(bytes, &why);
+    if (!data) {
+        failed_ = true;  // pageable memory works too; asking again costs as much
+        return nullptr;
+    }
+    allocated_ += bytes;
+    in_use_.emplace(data, bytes);
+    return data;
+}
+
+void ReceiveBounces::release(void *bounce) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = in_use_.find(bounce);
+    if (found == in_use_.end()) return;
+    free_.push_back(Buffer{found->first, found->second});
+    in_use_.erase(found);
+}
+
+std::size_t ReceiveBounces::allocated_bytes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return allocated_;
+}
+
 // ------------------------------------------------------------------ CacheEntry
 
 CacheEntry::CacheEntry(CreateKey, cl_context context, cl_device_id device)
@@ -260,6 +318,9 @@ std::shared_ptr<CacheEntry> CacheEntry::create(cl_context context, cl_device_id 
     entry->pinned_pool_ = std::make_unique<PinnedPool>(
         std::make_unique<OpenClPinnedAllocator>(context, device, entry->pci_bus_id_, entry->references_.get()),
         std::max<std::size_t>(1, settings.slot_size), settings.pool_bytes);
+    entry->receive_bounces_ = std::make_unique<ReceiveBounces>(
+        std::make_unique<OpenClPinnedAllocator>(context, device, entry->pci_bus_id_, entry->references_.get()),
+        settings.receive_bounce_bytes);
     return entry;
 }
 
@@ -269,6 +330,7 @@ CacheEntry::~CacheEntry() {
     // queues are already idle and this returns at once.
     for (const QueueRef &queue : copy_queues_)
         if (queue) clFinish(queue.get());
+    receive_bounces_.reset();
     pinned_pool_.reset();
     programs_.clear();
 }

@@ -125,6 +125,9 @@ private:
 struct EntrySettings {
     std::size_t slot_size = 256 << 10;   // knobs().chunk_size
     std::size_t pool_bytes = 64u << 20;  // knobs().pool_size
+    // ReceiveBounces budget: as much as the registered bounce buffers CUDA receives may
+    // keep (a window of 32 receives of 4 MiB).
+    std::size_t receive_bounce_bytes = 128u << 20;
 };
 
 // Pinned staging memory for one (context, device): CL_MEM_ALLOC_HOST_PTR buffers mapped
@@ -157,6 +160,41 @@ private:
     std::map<void *, Mapping> mapped_;  // host pointer -> the buffer it maps
 };
 
+// Pinned buffers that receives into one entry's device post their matching receive
+// into, so that a payload sent as plain bytes (a host sender under the rendezvous
+// threshold) reaches the device by DMA. NVIDIA's OpenCL copies 64 KiB-4 MiB from
+// pageable memory at 3-13 GB/s, from these at 7-49 (H200 machine, 2026-11-22). Offered
+// only once a receive of the entry got a payload of at least 64 KiB in pageable memory,
+// so that device-to-device traffic (envelopes only) never pays for them. Reused, the
+// smallest fit first; bounded in bytes, and past the bound receives use pageable memory.
+class ReceiveBounces {
+public:
+    ReceiveBounces(std::unique_ptr<PinnedAllocator> allocator, std::size_t budget_bytes);
+    ~ReceiveBounces();
+    ReceiveBounces(const ReceiveBounces &) = delete;
+    ReceiveBounces &operator=(const ReceiveBounces &) = delete;
+    // At least `bytes` of pinned memory, or null: not offered yet, over the budget, or
+    // an allocation failed (not tried again).
+    void *acquire(std::size_t bytes);
+    void release(void *bounce);
+    void offer() { offered_.store(true, std::memory_order_relaxed); }
+    std::size_t allocated_bytes() const;
+
+private:
+    struct Buffer {
+        void *data;
+        std::size_t capacity;
+    };
+    std::atomic<bool> offered_{false};
+    mutable std::mutex mutex_;
+    std::unique_ptr<PinnedAllocator> allocator_;
+    const std::size_t budget_;
+    std::size_t allocated_ = 0;
+    bool failed_ = false;
+    std::vector<Buffer> free_;           // oldest first
+    std::map<void *, std::size_t> in_use_;  // data -> capacity
+};
+
 // Everything cached for one (context, device). Shared: a DeviceBuffer and each copy's
 // Completion hold it, so an evicted entry lives on until the last of them is gone.
 class CacheEntry {
@@ -177,6 +215,7 @@ public:
     // The copy queues in turn: consecutive chunks overlap (double buffering, BRIEF S4).
     cl_command_queue next_copy_queue();
     PinnedPool &pinned_pool() { return *pinned_pool_; }
+    ReceiveBounces &receive_bounces() { return *receive_bounces_; }
     // The program `name` built for this device from `source`, built on first use and
     // kept for the entry's life; valid while the caller holds the entry. Null with *why
     // (including the build log) when it does not build.
@@ -196,6 +235,7 @@ private:
     std::mutex programs_mutex_;
     std::map<std::string, ProgramRef> programs_;
     std::unique_ptr<PinnedPool> pinned_pool_;
+    std::unique_ptr<ReceiveBounces> receive_bounces_;
 };
 
 // LRU cache of entries, keyed by (context, device). Capacity 0 turns it off: every

@@ -43,6 +43,16 @@ public:
     // The entry's pool. Slots must go back before this buffer is destroyed: an evicted
     // entry (and its pool) dies with its last buffer.
     PinnedPool *staging_pool() override { return &entry_->pinned_pool(); }
+    // From the entry's ReceiveBounces, once a payload of kOfferBouncesFrom bytes or more
+    // arrived in pageable memory for one of its buffers.
+    void *acquire_receive_bounce(std::size_t bytes) override { return entry_->receive_bounces().acquire(bytes); }
+    void release_receive_bounce(void *bounce) override { entry_->receive_bounces().release(bounce); }
+    void note_pageable_payload(std::size_t bytes) override {
+        if (bytes >= kOfferBouncesFrom) entry_->receive_bounces().offer();
+    }
+    // Below this, a copy from pageable memory is as fast as from pinned (8 B: 7.4 us
+    // against 7.35 on the H200 machine); at 64 KiB it is 3.5 GB/s against 6.5.
+    static constexpr std::size_t kOfferBouncesFrom = 64u << 10;
     std::unique_ptr<Completion> dependency() override;
 
     cl_mem mem() const { return mem_.get(); }
