@@ -32,6 +32,11 @@ struct BufferAttrs {
     void *device = nullptr;   // cl_device_id, or CUDA ordinal carried in the pointer value
     bool device_given = false;
     std::size_t offset = 0;  // MPIX_ACC_OFFSET: bytes into a cl_mem
+    // Not an attribute: the call copies the whole buffer to host memory once, before it
+    // returns (a small blocking send, MPI_Bsend). A kind may then run that copy on the
+    // user's own in-order queue, where it follows earlier work with no marker, instead
+    // of capturing a dependency; a second copy of such a buffer is refused.
+    bool staged_at_call = false;
 };
 
 // What the sender's envelope carries for an IPC pull (DESIGN.md 2.2). Fixed layout: it is

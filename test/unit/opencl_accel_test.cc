@@ -520,6 +520,69 @@ TEST_F(OpenClAccelTest, copy_waits_for_work_queued_before_capture_but_not_after)
     clWaitForEvents(1, &later_written);  // `later` must outlive the write that reads it
 }
 
+TEST_F(OpenClAccelTest, copy_staged_at_call_runs_on_the_user_queue_after_its_work_and_only_once) {
+    auto accel = make_accel(4);
+    const std::size_t len = 4096;
+    MemRef mem = make_buffer(user_.context.get(), len);
+    write_blocking(mem.get(), 0, std::vector<unsigned char>(len, 0));
+    cl_int error = CL_SUCCESS;
+    QueueRef queue = QueueRef::adopt(clCreateCommandQueueWithProperties(user_.context.get(), device_, nullptr, &error));
+    EventRef gate = EventRef::adopt(clCreateUserEvent(user_.context.get(), &error));
+    std::vector<unsigned char> written = random_bytes(len, 6);
+    cl_event wait_list[] = {gate.get()};
+    ASSERT_EQ(clEnqueueWriteBuffer(queue.get(), mem.get(), CL_FALSE, 0, len, written.data(), 1, wait_list, nullptr),
+              CL_SUCCESS);
+    BufferAttrs attrs = queue_attrs(queue.get());
+    attrs.staged_at_call = true;
+    long long hits = counter_value("opencl.cache.hit") + counter_value("opencl.cache.miss");
+    auto buffer = capture_ok(*accel, mem.get(), len, attrs);
+    ASSERT_TRUE(buffer);
+    EXPECT_EQ(counter_value("opencl.cache.hit") + counter_value("opencl.cache.miss"), hits + 1);
+    queue.reset();  // the buffer keeps the queue its copy goes on
+
+    std::vector<unsigned char> received(len, 0);
+    std::unique_ptr<Completion> done;
+    std::string why;
+    ASSERT_EQ(buffer->copy_to_host(0, received.data(), len, &done, &why), MPI_SUCCESS) << why;
+    // In order behind the gated write: no marker was needed to hold it back.
+    EXPECT_TRUE(stays_pending(*done, 200));
+    clSetUserEventStatus(gate.get(), CL_COMPLETE);
+    ASSERT_TRUE(wait_for(*done));
+    EXPECT_EQ(received, written);
+    // A second copy would follow whatever the user enqueued since: refused, loudly.
+    std::unique_ptr<Completion> again;
+    EXPECT_EQ(buffer->copy_to_host(0, received.data(), len, &again, &why), MPI_ERR_INTERN);
+    EXPECT_NE(why.find("copied again"), std::string::npos) << why;
+}
+
+TEST_F(OpenClAccelTest, copy_staged_at_call_on_an_out_of_order_queue_still_waits_for_earlier_work) {
+    auto accel = make_accel(4);
+    const std::size_t len = 4096;
+    MemRef mem = make_buffer(user_.context.get(), len);
+    write_blocking(mem.get(), 0, std::vector<unsigned char>(len, 0));
+    cl_int error = CL_SUCCESS;
+    cl_queue_properties props[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, 0};
+    QueueRef queue = QueueRef::adopt(clCreateCommandQueueWithProperties(user_.context.get(), device_, props, &error));
+    if (error != CL_SUCCESS) GTEST_SKIP() << "this device has no out-of-order queues: " << cl_error_name(error);
+    EventRef gate = EventRef::adopt(clCreateUserEvent(user_.context.get(), &error));
+    std::vector<unsigned char> written = random_bytes(len, 8);
+    cl_event wait_list[] = {gate.get()};
+    ASSERT_EQ(clEnqueueWriteBuffer(queue.get(), mem.get(), CL_FALSE, 0, len, written.data(), 1, wait_list, nullptr),
+              CL_SUCCESS);
+    BufferAttrs attrs = queue_attrs(queue.get());
+    attrs.staged_at_call = true;
+    auto buffer = capture_ok(*accel, mem.get(), len, attrs);  // a marker, as without the hint
+    ASSERT_TRUE(buffer);
+    std::vector<unsigned char> received(len, 0);
+    std::unique_ptr<Completion> done;
+    std::string why;
+    ASSERT_EQ(buffer->copy_to_host(0, received.data(), len, &done, &why), MPI_SUCCESS) << why;
+    EXPECT_TRUE(stays_pending(*done, 200));
+    clSetUserEventStatus(gate.get(), CL_COMPLETE);
+    ASSERT_TRUE(wait_for(*done));
+    EXPECT_EQ(received, written);
+}
+
 TEST_F(OpenClAccelTest, copy_after_failed_user_event_reports_err_other) {
     auto accel = make_accel(4);
     MemRef mem = make_buffer(user_.context.get(), 4096);
