@@ -32,11 +32,12 @@ struct BufferAttrs {
     void *device = nullptr;   // cl_device_id, or CUDA ordinal carried in the pointer value
     bool device_given = false;
     std::size_t offset = 0;  // MPIX_ACC_OFFSET: bytes into a cl_mem
-    // Not an attribute: the call copies the whole buffer to host memory once, before it
-    // returns (a small blocking send, MPI_Bsend). A kind may then run that copy on the
-    // user's own in-order queue, where it follows earlier work with no marker, instead
-    // of capturing a dependency; a second copy of such a buffer is refused.
-    bool staged_at_call = false;
+    // Not an attribute: every copy of the buffer is made before the call returns (a
+    // blocking call), and the DeviceBuffer dies with it. The caller cannot enqueue work
+    // meanwhile, so a kind may order copies after the work already on the user's queue
+    // by running them on that queue, or by a marker taken at the first copy, instead of
+    // capturing a dependency up front.
+    bool within_call = false;
 };
 
 // What the sender's envelope carries for an IPC pull (DESIGN.md 2.2). Fixed layout: it is

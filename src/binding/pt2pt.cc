@@ -176,18 +176,8 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
         if (n < 0 || count < 0 || host_payload_size(n))
             return pmpi_send(buf, count, type, dest, tag, comm, mode, request);
     }
-    // Device data staged whole by this call (below): small blocking sends that the
-    // receiver does not pull by IPC, and MPI_Bsend. Inside a node a CUDA buffer is
-    // pulled by the receiver (one copy) rather than staged on both sides (two copies).
-    const bool blocking = request == nullptr;
-    const int world_dest = world_rank_of(comm, dest);
-    bool ipc_candidate = attrs.kind == BufKind::CUDA && ctx.knobs.ipc && same_node(world_dest);
-    const long long send_bytes = packed_bytes(count, type);
-    const bool small_eager = blocking && mode != SendMode::BUFFERED && send_bytes >= 0 &&
-                             static_cast<std::size_t>(send_bytes) <= ctx.knobs.device_eager_max &&
-                             static_cast<std::size_t>(send_bytes) != kEnvelopeBytes;
-    // A hint only where the copy is sure to happen here: an IPC candidate may go either way.
-    attrs.staged_at_call = attrs.kind != BufKind::HOST && (mode == SendMode::BUFFERED || (small_eager && !ipc_candidate));
+    // A blocking call makes every copy of a device buffer before it returns.
+    attrs.within_call = request == nullptr;
     MessageBuffer mb;
     rc = make_message_buffer(const_cast<void *>(buf), count, type, attrs, &mb, &why);
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
@@ -195,6 +185,13 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
         return pmpi_send(buf, count, type, dest, tag, comm, mode, request);
 
     if (mb.kind != BufKind::HOST) {
+        const bool blocking = request == nullptr;
+        // Inside a node a CUDA buffer is pulled by the receiver (one copy) rather than
+        // staged on both sides (two copies).
+        const int world_dest = world_rank_of(comm, dest);
+        bool ipc_candidate = mb.kind == BufKind::CUDA && ctx.knobs.ipc && same_node(world_dest);
+        const bool small_eager = blocking && mode != SendMode::BUFFERED && mb.bytes <= ctx.knobs.device_eager_max &&
+                                 mb.bytes != kEnvelopeBytes;
         if (ipc_candidate && small_eager && world_dest >= 0 && ctx.eager_sends_left) {
             // This peer declined the last small pull (its receive was host memory, which
             // the staged eager path serves in one step: 7.8 us against 10.2 for 8 bytes
@@ -356,6 +353,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     }
 
     MessageBuffer mb;
+    attrs.within_call = request == nullptr;
     int rc = make_message_buffer(buf, count, type, attrs, &mb, &why);
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
     std::unique_ptr<RecvOp> op;

@@ -162,12 +162,23 @@ OpenClDeviceBuffer::OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry
       dependency_(std::move(dependency)) {}
 
 OpenClDeviceBuffer::OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry, MemRef mem, std::size_t offset,
-                                       std::size_t bytes, opencl::QueueRef queue)
-    : entry_(std::move(entry)),
-      mem_(std::move(mem)),
-      region_offset_(offset),
-      bytes_(bytes),
-      user_queue_(std::move(queue)) {}
+                                       std::size_t bytes, cl_command_queue queue)
+    : entry_(std::move(entry)), mem_(std::move(mem)), region_offset_(offset), bytes_(bytes), user_queue_(queue) {}
+
+// Within a blocking call the caller has enqueued nothing since the call began, so a
+// marker taken now orders what follows exactly as one taken at the start would.
+int OpenClDeviceBuffer::take_marker(std::string *why) {
+    if (dependency_ || !user_queue_) return MPI_SUCCESS;
+    cl_event marker = nullptr;
+    cl_int error = clEnqueueMarkerWithWaitList(user_queue_, 0, nullptr, &marker);
+    if (error != CL_SUCCESS) {
+        *why = "MPIX_ACC_COMMAND_QUEUE: enqueueing the dependency marker failed: " + cl_error_name(error);
+        return MPI_ERR_OTHER;
+    }
+    dependency_ = EventRef::adopt(marker);
+    clFlush(user_queue_);
+    return MPI_SUCCESS;
+}
 
 int OpenClDeviceBuffer::copy_to_host(std::size_t offset, void *dst, std::size_t len, std::unique_ptr<Completion> *done,
                                      std::string *why) {
@@ -187,21 +198,18 @@ int OpenClDeviceBuffer::enqueue_copy(Direction direction, std::size_t offset, vo
                       offset + len, bytes_);
         return MPI_ERR_COUNT;
     }
-    if (user_queue_) {
-        // Later copies would follow work the user enqueued after the call (BRIEF S1).
-        if (copied_once_) {
-            *why = "a buffer captured for one copy at call time was copied again";
-            return MPI_ERR_INTERN;
-        }
-        copied_once_ = true;
-    }
     if (len == 0) {  // OpenCL rejects empty copies; ordering still follows the dependency
         *done = dependency();
         if (!*done) *done = std::make_unique<FinishedCompletion>();
         return MPI_SUCCESS;
     }
-    cl_command_queue queue = user_queue_ ? user_queue_.get() : entry_->next_copy_queue();
-    cl_event wait_for = dependency_.get();
+    const bool on_user_queue = user_queue_ && offset == 0 && len == bytes_;
+    if (user_queue_ && !on_user_queue) {
+        int rc = take_marker(why);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    cl_command_queue queue = on_user_queue ? user_queue_ : entry_->next_copy_queue();
+    cl_event wait_for = on_user_queue ? nullptr : dependency_.get();
     cl_uint wait_count = wait_for ? 1 : 0;
     cl_event copied = nullptr;
     cl_int error = CL_SUCCESS;
@@ -226,6 +234,8 @@ int OpenClDeviceBuffer::enqueue_copy(Direction direction, std::size_t offset, vo
 }
 
 std::unique_ptr<Completion> OpenClDeviceBuffer::dependency() {
+    std::string why;
+    if (take_marker(&why) != MPI_SUCCESS) return nullptr;  // the next copy reports it
     if (!dependency_) return nullptr;
     return std::make_unique<EventCompletion>(EventRef::retain(dependency_.get()), entry_);
 }
@@ -520,11 +530,11 @@ int OpenClAccel::capture(void *addr, std::size_t bytes, const BufferAttrs &attrs
         return MPI_ERR_COUNT;
     }
 
-    if (attrs.staged_at_call && attrs.queue && !attrs.event && is_in_order(static_cast<cl_command_queue>(attrs.queue))) {
+    if (attrs.within_call && attrs.queue && !attrs.event && is_in_order(static_cast<cl_command_queue>(attrs.queue))) {
         std::shared_ptr<opencl::CacheEntry> entry = cache_->acquire(user_context, user_device, why);
         if (!entry) return MPI_ERR_OTHER;
         *out = std::make_unique<OpenClDeviceBuffer>(std::move(entry), MemRef::retain(mem), attrs.offset, bytes,
-                                                    opencl::QueueRef::retain(static_cast<cl_command_queue>(attrs.queue)));
+                                                    static_cast<cl_command_queue>(attrs.queue));
         return MPI_SUCCESS;
     }
 

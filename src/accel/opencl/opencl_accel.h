@@ -2,9 +2,9 @@
 // cl_mem itself; its context and device come from MPIX_ACC_COMMAND_QUEUE, or from
 // MPIX_ACC_CONTEXT (plus MPIX_ACC_DEVICE when the context has several devices).
 // Copies run on the cache entry's own in-order queues and wait for the dependency
-// captured at call time inside OpenCL (no host-side polling). The one exception is a
-// copy made before the call returns (BufferAttrs::staged_at_call), which goes on the
-// user's in-order queue itself.
+// captured at call time inside OpenCL (no host-side polling). The exception is a
+// blocking call (BufferAttrs::within_call), whose whole-buffer copies go on the user's
+// in-order queue itself.
 #pragma once
 
 #include <atomic>
@@ -35,12 +35,14 @@ class OpenClDeviceBuffer final : public DeviceBuffer {
 public:
     OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry, opencl::MemRef mem, std::size_t offset,
                        std::size_t bytes, opencl::EventRef dependency);
-    // A buffer captured for one copy made at call time (BufferAttrs::staged_at_call): the
-    // copy runs on the user's in-order `queue`, after the work already there, with no
-    // marker (a marker plus a copy on our queue waiting for it cost 3.5 us more for 8
-    // bytes on NVIDIA's OpenCL, H200 machine).
+    // A buffer of a blocking call (BufferAttrs::within_call) on the user's in-order
+    // `queue`, which the call keeps alive (not retained: releasing a queue reference cost
+    // 2.5 us on NVIDIA's OpenCL). A copy of the whole region runs on that queue, after the
+    // work already there, with no marker: a marker and a copy on our queue waiting for it
+    // cost 3.5 us more for 8 bytes (H200 machine). Pipeline chunks still run on our two
+    // queues, behind a marker taken at the first of them.
     OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry, opencl::MemRef mem, std::size_t offset,
-                       std::size_t bytes, opencl::QueueRef queue);
+                       std::size_t bytes, cl_command_queue queue);
 
     BufKind kind() const override { return BufKind::OPENCL; }
     std::size_t capacity() const override { return bytes_; }
@@ -80,9 +82,10 @@ private:
     opencl::MemRef mem_;
     std::size_t region_offset_;
     std::size_t bytes_;
+    int take_marker(std::string *why);
+
     opencl::EventRef dependency_;
-    opencl::QueueRef user_queue_;  // staged at call: the one copy goes here
-    bool copied_once_ = false;
+    cl_command_queue user_queue_ = nullptr;  // within a blocking call (not retained)
 };
 
 class OpenClAccel final : public Accel {
