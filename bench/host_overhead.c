@@ -29,8 +29,10 @@
 
 enum { WINDOW = 64, TAG_DATA = 1, TAG_ACK = 2, MIN_SIZE = 8, MAX_ROUNDS = 1000 };
 
-/* The latency budget holds below the rendezvous threshold (MPIACC_HOST_RNDV_THRESHOLD's
- * default); the bandwidth budget for "large" messages only, as small ones are latency-bound. */
+/* DESIGN.md holds host latency to its budget under the rendezvous threshold
+ * (MPIACC_HOST_RNDV_THRESHOLD, 2 MiB by default); this checks every size up to 8 MiB,
+ * the extra round trip of the rendezvous included. The bandwidth budget is for "large"
+ * messages only, as small ones are latency-bound. */
 #define LAT_BUDGET_MAX_SIZE (8L << 20)
 #define BW_BUDGET_MIN_SIZE (1L << 20)
 

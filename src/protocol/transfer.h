@@ -59,7 +59,7 @@ struct MessageBuffer {
 // Host memory a matching receive lands in before MPI-ACC knows whether it is an
 // envelope or a payload. Not zero-filled (only what arrives is touched), and large ones
 // are reused from a small cache: device receives size it for the largest payload a
-// sender may send (8 MiB by default), and allocating that per receive cost more than
+// sender may send (2 MiB by default), and allocating that per receive cost more than
 // the transfers themselves (seen on the H200 machine).
 class BounceBuffer {
 public:

@@ -1,7 +1,7 @@
 /* Point-to-point transfers between host and CUDA memory, every pairing and both
  * directions, at the sizes that matter to MPI-ACC's protocol: 0, 1, the 200-byte
  * envelope and its neighbours, the 16 KiB device-eager limit, 256 KiB, the 1 MiB pipeline chunk,
- * 3 chunks + 1, the 8 MiB host rendezvous threshold, and 64 MiB. Buffers are described
+ * the 2 MiB host rendezvous threshold, 3 chunks + 1, and 64 MiB. Buffers are described
  * by an MPIX_ACC_BUF_TYPE attribute or found by pointer query (MPI_CHAR and MPI_DOUBLE on
  * untagged device pointers), and host buffers come plain, tagged MPIX_ACC_BUF_HOST, or
  * pinned. Every byte is checked after copying back to host, and GPU_GUARD bytes after
@@ -36,10 +36,10 @@ static const size_t sizes[] = {0,
                                1 * MiB - 1,
                                1 * MiB,
                                1 * MiB + 1,
+                               2 * MiB - 1,
+                               2 * MiB,
+                               2 * MiB + 1,
                                3 * MiB + 1,
-                               8 * MiB - 1,
-                               8 * MiB,
-                               8 * MiB + 1,
                                64 * MiB};
 #define NSIZES ((int)(sizeof sizes / sizeof sizes[0]))
 

@@ -15,7 +15,8 @@
 /* DESIGN.md section 2: an envelope is exactly this long, and a host payload of exactly
  * this length goes by rendezvous; receives shorter than it use an internal buffer. */
 #define P2P_ENVELOPE_BYTES 200
-/* Above the default host rendezvous threshold (8 MiB). */
+/* Above the default host rendezvous threshold (2 MiB) and any payload a sender may send
+ * without an envelope. */
 #define P2P_RNDV_BYTES ((size_t)9 << 20)
 /* Bounded waits: far above any real completion time, far below run-test's limit. */
 #define P2P_TIMEOUT_S 60.0
@@ -36,8 +37,8 @@ static inline size_t p2p_size_knob(const char *name, size_t fallback) {
 /* The pipeline's packet size: MPIACC_CHUNK_SIZE, 1 MiB when unset. */
 static inline size_t p2p_chunk_size(void) { return p2p_size_knob("MPIACC_CHUNK_SIZE", (size_t)1 << 20); }
 
-/* The host rendezvous threshold in effect: MPIACC_HOST_RNDV_THRESHOLD, 8 MiB when unset. */
-static inline size_t p2p_host_threshold(void) { return p2p_size_knob("MPIACC_HOST_RNDV_THRESHOLD", (size_t)8 << 20); }
+/* The host rendezvous threshold in effect: MPIACC_HOST_RNDV_THRESHOLD, 2 MiB when unset. */
+static inline size_t p2p_host_threshold(void) { return p2p_size_knob("MPIACC_HOST_RNDV_THRESHOLD", (size_t)2 << 20); }
 
 static inline void *p2p_alloc(size_t n) {
     void *p = malloc(n ? n : 1);

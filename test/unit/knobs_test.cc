@@ -165,7 +165,7 @@ TEST_F(KnobEnvironment, unset_knobs_take_their_declared_defaults) {
     EXPECT_TRUE(errors.empty());
     for (const auto &k : Knobs::registry()) EXPECT_EQ(knobs.value_text(k.name), canonical_default(k)) << k.name;
     EXPECT_TRUE(knobs.cuda_autodetect);
-    EXPECT_EQ(knobs.host_rndv_threshold, std::size_t{8} << 20);
+    EXPECT_EQ(knobs.host_rndv_threshold, std::size_t{2} << 20);
     EXPECT_EQ(knobs.chunk_size, std::size_t{1} << 20);
     EXPECT_EQ(knobs.pipeline_depth, 4);
 }
