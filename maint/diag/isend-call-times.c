@@ -15,11 +15,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
+#include "call_timer.h"
 
 enum { MAX_CALLS = 256 };
 static int inside = 0, ncalls = 0;
@@ -35,16 +31,6 @@ static void note(const char *name, double us) {
         ncalls++;
     }
 }
-
-#define WRAP(ret, name, params, args)                                       \
-    ret name params {                                                       \
-        static ret(*real) params;                                           \
-        if (!real) real = (ret(*) params)dlsym(RTLD_NEXT, #name);           \
-        double t0_ = now_us();                                              \
-        ret rv_ = real args;                                                \
-        note(#name, now_us() - t0_);                                        \
-        return rv_;                                                         \
-    }
 
 WRAP(cudaError_t, cudaEventRecord, (cudaEvent_t e, cudaStream_t s), (e, s))
 WRAP(cudaError_t, cudaEventQuery, (cudaEvent_t e), (e))

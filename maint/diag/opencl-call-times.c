@@ -19,11 +19,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
+#include "call_timer.h"
 
 enum { ENTRY_SEND, ENTRY_RECV, NENTRIES, MAX_FUNCS = 64 };
 static const char *entry_names[NENTRIES] = {"MPI_Send", "MPI_Recv"};
@@ -50,16 +46,6 @@ static void note(const char *name, double us) {
     stats[e].func_calls[i]++;
     stats[e].func_us[i] += us;
 }
-
-#define WRAP(ret, name, params, args)                             \
-    ret name params {                                             \
-        static ret(*real) params;                                 \
-        if (!real) real = (ret(*) params)dlsym(RTLD_NEXT, #name); \
-        double t0_ = now_us();                                    \
-        ret rv_ = real args;                                      \
-        note(#name, now_us() - t0_);                              \
-        return rv_;                                               \
-    }
 
 WRAP(cl_int, clGetMemObjectInfo, (cl_mem m, cl_mem_info p, size_t n, void *v, size_t *r), (m, p, n, v, r))
 WRAP(cl_int, clGetCommandQueueInfo, (cl_command_queue q, cl_command_queue_info p, size_t n, void *v, size_t *r),

@@ -193,6 +193,32 @@ protected:
         write_blocking_on(user_.queue.get(), mem, bytes, offset);
     }
 
+    // Enqueues on `queue` a write of `bytes` into `mem` that waits for the returned user
+    // event: work the user left pending on the queue. `bytes` must outlive the write.
+    EventRef gated_write(cl_command_queue queue, cl_mem mem, const std::vector<unsigned char> &bytes) {
+        cl_int error = CL_SUCCESS;
+        EventRef gate = EventRef::adopt(clCreateUserEvent(user_.context.get(), &error));
+        EXPECT_EQ(error, CL_SUCCESS);
+        cl_event wait_list[] = {gate.get()};
+        EXPECT_EQ(clEnqueueWriteBuffer(queue, mem, CL_FALSE, 0, bytes.size(), bytes.data(), 1, wait_list, nullptr),
+                  CL_SUCCESS);
+        return gate;
+    }
+
+    // Copies [0, len) of `buffer` to host, checks that the copy waits for `gate`, sets the
+    // gate complete and returns what arrived.
+    std::vector<unsigned char> copy_held_by(DeviceBuffer &buffer, std::size_t len, cl_event gate) {
+        std::vector<unsigned char> received(len, 0);
+        std::unique_ptr<Completion> done;
+        std::string why;
+        EXPECT_EQ(buffer.copy_to_host(0, received.data(), len, &done, &why), MPI_SUCCESS) << why;
+        if (!done) return {};
+        EXPECT_TRUE(stays_pending(*done, 200));
+        clSetUserEventStatus(gate, CL_COMPLETE);
+        EXPECT_TRUE(wait_for(*done));
+        return received;
+    }
+
     std::vector<unsigned char> read_blocking(cl_mem mem, std::size_t offset, std::size_t len) {
         std::vector<unsigned char> bytes(len);
         EXPECT_EQ(clEnqueueReadBuffer(user_.queue.get(), mem, CL_TRUE, offset, len, bytes.data(), 0, nullptr, nullptr),
@@ -508,14 +534,7 @@ TEST_F(OpenClAccelTest, copy_waits_for_work_queued_before_capture_but_not_after)
     QueueRef user_queue = std::move(gated.queue);  // the user keeps nothing alive for us
     user_queue.reset();
 
-    std::vector<unsigned char> received(len, 0);
-    std::unique_ptr<Completion> done;
-    std::string why;
-    ASSERT_EQ(buffer->copy_to_host(0, received.data(), len, &done, &why), MPI_SUCCESS) << why;
-    EXPECT_TRUE(stays_pending(*done, 200));
-    clSetUserEventStatus(before_gate.get(), CL_COMPLETE);
-    ASSERT_TRUE(wait_for(*done));
-    EXPECT_EQ(received, first);
+    EXPECT_EQ(copy_held_by(*buffer, len, before_gate.get()), first);
     clSetUserEventStatus(after_gate.get(), CL_COMPLETE);
     clWaitForEvents(1, &later_written);  // `later` must outlive the write that reads it
 }
@@ -527,11 +546,8 @@ TEST_F(OpenClAccelTest, copies_within_a_blocking_call_wait_for_work_already_on_t
     write_blocking(mem.get(), 0, std::vector<unsigned char>(len, 0));
     cl_int error = CL_SUCCESS;
     QueueRef queue = QueueRef::adopt(clCreateCommandQueueWithProperties(user_.context.get(), device_, nullptr, &error));
-    EventRef gate = EventRef::adopt(clCreateUserEvent(user_.context.get(), &error));
     std::vector<unsigned char> written = random_bytes(len, 6);
-    cl_event wait_list[] = {gate.get()};
-    ASSERT_EQ(clEnqueueWriteBuffer(queue.get(), mem.get(), CL_FALSE, 0, len, written.data(), 1, wait_list, nullptr),
-              CL_SUCCESS);
+    EventRef gate = gated_write(queue.get(), mem.get(), written);
     BufferAttrs attrs = queue_attrs(queue.get());
     attrs.within_call = true;
     auto buffer = capture_ok(*accel, mem.get(), len, attrs);
@@ -563,23 +579,13 @@ TEST_F(OpenClAccelTest, copies_within_a_blocking_call_on_an_out_of_order_queue_w
     cl_queue_properties props[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, 0};
     QueueRef queue = QueueRef::adopt(clCreateCommandQueueWithProperties(user_.context.get(), device_, props, &error));
     if (error != CL_SUCCESS) GTEST_SKIP() << "this device has no out-of-order queues: " << cl_error_name(error);
-    EventRef gate = EventRef::adopt(clCreateUserEvent(user_.context.get(), &error));
     std::vector<unsigned char> written = random_bytes(len, 8);
-    cl_event wait_list[] = {gate.get()};
-    ASSERT_EQ(clEnqueueWriteBuffer(queue.get(), mem.get(), CL_FALSE, 0, len, written.data(), 1, wait_list, nullptr),
-              CL_SUCCESS);
+    EventRef gate = gated_write(queue.get(), mem.get(), written);
     BufferAttrs attrs = queue_attrs(queue.get());
     attrs.within_call = true;
     auto buffer = capture_ok(*accel, mem.get(), len, attrs);  // a marker, as without the hint
     ASSERT_TRUE(buffer);
-    std::vector<unsigned char> received(len, 0);
-    std::unique_ptr<Completion> done;
-    std::string why;
-    ASSERT_EQ(buffer->copy_to_host(0, received.data(), len, &done, &why), MPI_SUCCESS) << why;
-    EXPECT_TRUE(stays_pending(*done, 200));
-    clSetUserEventStatus(gate.get(), CL_COMPLETE);
-    ASSERT_TRUE(wait_for(*done));
-    EXPECT_EQ(received, written);
+    EXPECT_EQ(copy_held_by(*buffer, len, gate.get()), written);
 }
 
 TEST_F(OpenClAccelTest, copy_after_failed_user_event_reports_err_other) {
