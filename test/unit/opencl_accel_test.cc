@@ -1041,5 +1041,73 @@ TEST(OpenClAccelNoPlatform, unavailable_and_refuses_buffers_when_no_icd_is_regis
     EXPECT_EXIT(std::exit(check_without_icd()), ::testing::ExitedWithCode(0), "");
 }
 
+// ReceiveBounces with a stand-in allocator: its bounds and failure handling, which the
+// real one (mapped CL buffers) cannot be made to show on demand.
+class RecordingPinnedAllocator final : public PinnedAllocator {
+public:
+    explicit RecordingPinnedAllocator(std::vector<std::size_t> *live, int *allocations, bool *refuse)
+        : live_(live), allocations_(allocations), refuse_(refuse) {}
+    void *allocate(std::size_t bytes, std::string *why) override {
+        ++*allocations_;
+        if (*refuse_) {
+            *why = "refused";
+            return nullptr;
+        }
+        live_->push_back(bytes);
+        return ::operator new(bytes);
+    }
+    void release(void *p) override {
+        live_->pop_back();  // only the count matters here
+        ::operator delete(p);
+    }
+
+private:
+    std::vector<std::size_t> *live_;
+    int *allocations_;
+    bool *refuse_;
+};
+
+TEST(ReceiveBounces, stay_within_their_budget_and_make_room_from_free_ones_oldest_first) {
+    std::vector<std::size_t> live;
+    int allocations = 0;
+    bool refuse = false;
+    const std::size_t k = 1u << 20;
+    opencl::ReceiveBounces bounces(std::make_unique<RecordingPinnedAllocator>(&live, &allocations, &refuse), 5 * k);
+    EXPECT_EQ(bounces.acquire(k), nullptr);  // not offered yet
+    EXPECT_EQ(allocations, 0);
+    bounces.offer();
+    EXPECT_EQ(bounces.acquire(0), nullptr);  // an empty request gets nothing
+    void *a = bounces.acquire(k), *b = bounces.acquire(k), *c = bounces.acquire(2 * k);
+    ASSERT_TRUE(a && b && c);
+    EXPECT_EQ(bounces.allocated_bytes(), 4 * k);
+    // Past the budget with nothing free: the receive uses pageable memory.
+    EXPECT_EQ(bounces.acquire(2 * k), nullptr);
+    EXPECT_EQ(allocations, 3);
+    // Free ones make room for a size none of them fits: `a`, released first, goes.
+    bounces.release(a);
+    bounces.release(b);
+    bounces.release(reinterpret_cast<void *>(0x1000));  // not ours: ignored
+    void *d = bounces.acquire(k + k / 2);
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(allocations, 4);
+    EXPECT_EQ(live.size(), 3u);
+    EXPECT_EQ(bounces.acquire(k), b);  // still there, and reused
+    EXPECT_EQ(allocations, 4);
+    for (void *p : {b, c, d}) bounces.release(p);
+}
+
+TEST(ReceiveBounces, a_refused_allocation_is_not_asked_again) {
+    std::vector<std::size_t> live;
+    int allocations = 0;
+    bool refuse = true;
+    opencl::ReceiveBounces bounces(std::make_unique<RecordingPinnedAllocator>(&live, &allocations, &refuse), 1u << 30);
+    bounces.offer();
+    EXPECT_EQ(bounces.acquire(4096), nullptr);
+    refuse = false;
+    EXPECT_EQ(bounces.acquire(4096), nullptr);  // asking costs as much as allocating
+    EXPECT_EQ(allocations, 1);
+    EXPECT_EQ(bounces.acquire((1u << 30) + 1), nullptr);
+}
+
 }  // namespace
 }  // namespace mpiacc
