@@ -18,6 +18,7 @@ static const char *cases[] = {
     "no_queue_and_no_context_gives_err_arg",
     "unknown_buffer_kind_value_gives_err_arg",
     "bsend_and_ibsend_from_cl_mem_complete_locally_and_deliver_the_bytes_of_the_call",
+    "one_type_is_read_anew_after_each_attribute_change",
 };
 
 static int error_class_of(int rc) {
@@ -355,6 +356,38 @@ int main(int argc, char **argv) {
             MPI_Barrier(MPI_COMM_WORLD);
         }
         free(h);
+        clReleaseMemObject(m);
+        MPI_Type_free(&t);
+    }
+    MT_CASE(cases[c++]) {
+        /* MPI-ACC keeps a type's attributes once read: a new one, a replaced one and a
+         * deleted one must each be seen by the next call on the same type. */
+        const int tag = 3400;
+        const size_t n = 100, len = 64;
+        MPI_Datatype t = ocl_type(&e); /* MPIX_ACC_BUF_TYPE and MPIX_ACC_COMMAND_QUEUE */
+        cl_mem m = ocl_alloc(&e, n);
+        unsigned char *h = p2p_alloc(n), *r = p2p_alloc(len);
+        mt_fill(h, n, tag);
+        const size_t expected_offset[3] = {0, 16, 0};
+        if (mt_rank == 0) {
+            ocl_write(&e, m, 0, h, n);
+            MT_CHECK(MPI_Send(m, (int)len, t, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS, "first send failed");
+            MPI_Type_set_attr(t, MPIX_ACC_OFFSET, (void *)(long)500); /* new, past the end */
+            expect_send_error(MPI_Send(m, (int)len, t, 1, tag, MPI_COMM_WORLD), MPI_ERR_ARG, "MPI_Send");
+            MPI_Type_set_attr(t, MPIX_ACC_OFFSET, (void *)(long)16); /* replaced */
+            MT_CHECK(MPI_Send(m, (int)len, t, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS, "send at offset 16 failed");
+            MPI_Type_delete_attr(t, MPIX_ACC_OFFSET);
+            MT_CHECK(MPI_Send(m, (int)len, t, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS, "send after delete failed");
+        } else if (mt_rank == 1) {
+            for (int i = 0; i < 3; ++i) {
+                MT_CHECK(MPI_Recv(r, (int)len, MPI_BYTE, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS,
+                         "receive %d failed", i);
+                MT_CHECK(memcmp(r, h + expected_offset[i], len) == 0, "message %d is not the bytes from offset %zu", i,
+                         expected_offset[i]);
+            }
+        }
+        free(h);
+        free(r);
         clReleaseMemObject(m);
         MPI_Type_free(&t);
     }

@@ -209,6 +209,35 @@ int main(int argc, char **argv) {
         MPI_Type_free(&u);
     }
 
+    MT_CASE("one_type_is_judged_anew_after_each_attribute_change") {
+        /* MPI-ACC keeps a type's attributes once read; a set, a replacement or a deletion of
+         * one of them must be seen by the next call on that type. */
+        const int tag = 1335;
+        unsigned char buf[32];
+        mt_fill(buf, sizeof buf, p2p_seed(tag, 0, 0));
+        MPI_Datatype t = tagged_char(MPIX_ACC_BUF_HOST);
+        if (mt_rank == 0) {
+            MT_CHECK(MPI_Send(buf, sizeof buf, t, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS, "first send failed");
+            MPI_Type_set_attr(t, MPIX_ACC_BUF_TYPE, (void *)UNKNOWN_KIND); /* replaced */
+            check_error(MPI_Send(buf, sizeof buf, t, 1, tag, MPI_COMM_WORLD), MPI_ERR_ARG, "MPI_Send");
+            MPI_Type_set_attr(t, MPIX_ACC_BUF_TYPE, (void *)(long)MPIX_ACC_BUF_HOST);
+            MPI_Type_set_attr(t, MPIX_ACC_STREAM, (void *)0x1); /* a new one: wrong on host data */
+            check_error(MPI_Send(buf, sizeof buf, t, 1, tag, MPI_COMM_WORLD), MPI_ERR_ARG, "MPI_Send");
+            MPI_Type_delete_attr(t, MPIX_ACC_STREAM);
+            MT_CHECK(MPI_Send(buf, sizeof buf, t, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS,
+                     "send after the attribute was deleted failed");
+        } else if (mt_rank == 1) {
+            for (int i = 0; i < 2; ++i) {
+                unsigned char r[32];
+                MPI_Status st;
+                MT_CHECK(MPI_Recv(r, sizeof r, t, 0, tag, MPI_COMM_WORLD, &st) == MPI_SUCCESS, "receive %d failed", i);
+                P2P_CHECK_STATUS(st, 0, tag, sizeof r);
+                MT_CHECK(memcmp(r, buf, sizeof r) == 0, "message %d arrived damaged", i);
+            }
+        }
+        MPI_Type_free(&t);
+    }
+
     MT_CASE("normal_traffic_after_errors_still_works") {
         const int tag = 1340;
         const size_t sizes[3] = {16, P2P_ENVELOPE_BYTES, P2P_RNDV_BYTES};
