@@ -20,7 +20,7 @@ typedef struct {
     int ok;
 } ocl_env;
 
-static ocl_env ocl_setup(void) {
+static inline ocl_env ocl_setup(void) {
     ocl_env e;
     memset(&e, 0, sizeof e);
     if (!MPIX_Query_opencl_support()) return e;
@@ -50,12 +50,12 @@ static ocl_env ocl_setup(void) {
     return e;
 }
 
-static void ocl_teardown(ocl_env *e) {
+static inline void ocl_teardown(ocl_env *e) {
     if (e->queue) clReleaseCommandQueue(e->queue);
     if (e->context) clReleaseContext(e->context);
 }
 
-static cl_mem ocl_alloc(ocl_env *e, size_t n) {
+static inline cl_mem ocl_alloc(ocl_env *e, size_t n) {
     cl_int err;
     cl_mem m = clCreateBuffer(e->context, CL_MEM_READ_WRITE, n ? n : 1, NULL, &err);
     if (err != CL_SUCCESS) {
@@ -65,13 +65,13 @@ static cl_mem ocl_alloc(ocl_env *e, size_t n) {
     return m;
 }
 
-static void ocl_write(ocl_env *e, cl_mem m, size_t off, const void *src, size_t n) {
+static inline void ocl_write(ocl_env *e, cl_mem m, size_t off, const void *src, size_t n) {
     if (n) clEnqueueWriteBuffer(e->queue, m, CL_TRUE, off, n, src, 0, NULL, NULL);
 }
-static void ocl_read(ocl_env *e, cl_mem m, size_t off, void *dst, size_t n) {
+static inline void ocl_read(ocl_env *e, cl_mem m, size_t off, void *dst, size_t n) {
     if (n) clEnqueueReadBuffer(e->queue, m, CL_TRUE, off, n, dst, 0, NULL, NULL);
 }
-static void ocl_fill(ocl_env *e, cl_mem m, size_t n, unsigned char byte) {
+static inline void ocl_fill(ocl_env *e, cl_mem m, size_t n, unsigned char byte) {
     unsigned char *tmp = p2p_alloc(n);
     memset(tmp, byte, n);
     ocl_write(e, m, 0, tmp, n);
@@ -79,7 +79,7 @@ static void ocl_fill(ocl_env *e, cl_mem m, size_t n, unsigned char byte) {
 }
 
 /* MPI_BYTE tagged as an OpenCL buffer on the queue (the dissertation's Fig. 4.1). */
-static MPI_Datatype ocl_type(ocl_env *e) {
+static inline MPI_Datatype ocl_type(ocl_env *e) {
     MPI_Datatype t;
     MPI_Type_dup(MPI_BYTE, &t);
     MPI_Type_set_attr(t, MPIX_ACC_BUF_TYPE, (void *)(long)MPIX_ACC_BUF_OPENCL);
@@ -88,7 +88,7 @@ static MPI_Datatype ocl_type(ocl_env *e) {
 }
 
 /* Every rank agrees whether OpenCL is usable; otherwise all cases skip by name. */
-static int ocl_all_ok(const ocl_env *e) {
+static inline int ocl_all_ok(const ocl_env *e) {
     int ok = e->ok, all = 0;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     return all;
