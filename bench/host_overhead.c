@@ -34,24 +34,14 @@ enum { WINDOW = 64, TAG_DATA = 1, TAG_ACK = 2, MIN_SIZE = 8, MAX_ROUNDS = 1000 }
  * bandwidth budget is for "large" messages, rendezvous included, as small ones are
  * latency-bound. */
 #define BW_BUDGET_MIN_SIZE (1L << 20)
-/* MPIACC_HOST_RNDV_THRESHOLD as the library reads it: bytes with an optional K/M/G
- * suffix, 0 for never. The default must match src/core/knobs.def. */
-static long rndv_threshold(void) {
-    const long fallback = 2L << 20;
-    const char *v = getenv("MPIACC_HOST_RNDV_THRESHOLD");
-    if (!v || !*v) return fallback;
-    char *end = NULL;
-    long n = strtol(v, &end, 10);
-    if (end == v || n < 0) return fallback;
-    switch (*end) {
-        case 'k': case 'K': n <<= 10; break;
-        case 'm': case 'M': n <<= 20; break;
-        case 'g': case 'G': n <<= 30; break;
-        default: break;
-    }
-    return n == 0 ? 1L << 62 : n;
-}
+/* libmpiacc's value of a numeric knob (SIZE in bytes), -1 when unknown. */
+long long mpiacc_knob_value(const char *name);
 
+/* Sizes from here on pay the RTS/CTS round trip; 0 means never. */
+static long rndv_threshold(void) {
+    long long n = mpiacc_knob_value("MPIACC_HOST_RNDV_THRESHOLD");
+    return n > 0 ? (long)n : 1L << 62;
+}
 /* One way into MPI: the same benchmark code runs over either table. */
 typedef struct {
     const char *name;

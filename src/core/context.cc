@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include "accel/accel.h"
 #include "core/buffer_desc.h"
@@ -168,3 +169,13 @@ int world_rank_of(MPI_Comm comm, int rank) {
 }
 
 }  // namespace mpiacc
+
+// Tests and benchmarks size their messages by the knobs in effect, without parsing the
+// environment or repeating the defaults.
+extern "C" __attribute__((visibility("default"))) long long mpiacc_knob_value(const char *name) {
+    const std::string text = mpiacc::knobs().value_text(name);
+    if (text.empty()) return -1;
+    char *end = nullptr;
+    const long long value = std::strtoll(text.c_str(), &end, 10);
+    return *end == '\0' ? value : -1;
+}

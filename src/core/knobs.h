@@ -39,3 +39,8 @@ bool parse_size(const std::string &text, std::size_t *out);
 bool parse_int(const std::string &text, long *out);
 
 }  // namespace mpiacc
+
+// Exported for the test programs and benchmarks: the effective value of a numeric knob
+// (SIZE in bytes, BOOL as 0 or 1, INT) by its environment name, once MPI_Init has read
+// them; -1 for an unknown or STRING knob. Defined in core/context.cc.
+extern "C" long long mpiacc_knob_value(const char *name);

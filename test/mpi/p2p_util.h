@@ -21,24 +21,19 @@
 /* Bounded waits: far above any real completion time, far below run-test's limit. */
 #define P2P_TIMEOUT_S 60.0
 
-/* A SIZE knob as the library reads it from the environment (bytes, with an optional
- * K/M/G suffix), or `fallback` (the knob's default) when unset. */
-static inline size_t p2p_size_knob(const char *name, size_t fallback) {
-    const char *s = getenv(name);
-    if (!s || !*s) return fallback;
-    char *end = NULL;
-    unsigned long long x = strtoull(s, &end, 10);
-    if (end && (*end == 'k' || *end == 'K')) x <<= 10;
-    if (end && (*end == 'm' || *end == 'M')) x <<= 20;
-    if (end && (*end == 'g' || *end == 'G')) x <<= 30;
-    return x > 0 ? (size_t)x : fallback;
+/* libmpiacc's value of a numeric knob in effect (SIZE in bytes), -1 when unknown. */
+long long mpiacc_knob_value(const char *name);
+
+/* The pipeline's packet size in effect (MPIACC_CHUNK_SIZE). */
+static inline size_t p2p_chunk_size(void) { return (size_t)mpiacc_knob_value("MPIACC_CHUNK_SIZE"); }
+
+/* The host rendezvous threshold in effect (MPIACC_HOST_RNDV_THRESHOLD). When it is 0
+ * (host messages never go by rendezvous), P2P_RNDV_BYTES, so that the sizes a test
+ * builds around it are still large messages. */
+static inline size_t p2p_host_threshold(void) {
+    long long t = mpiacc_knob_value("MPIACC_HOST_RNDV_THRESHOLD");
+    return t > 0 ? (size_t)t : P2P_RNDV_BYTES;
 }
-
-/* The pipeline's packet size: MPIACC_CHUNK_SIZE, 1 MiB when unset. */
-static inline size_t p2p_chunk_size(void) { return p2p_size_knob("MPIACC_CHUNK_SIZE", (size_t)1 << 20); }
-
-/* The host rendezvous threshold in effect: MPIACC_HOST_RNDV_THRESHOLD, 2 MiB when unset. */
-static inline size_t p2p_host_threshold(void) { return p2p_size_knob("MPIACC_HOST_RNDV_THRESHOLD", (size_t)2 << 20); }
 
 static inline void *p2p_alloc(size_t n) {
     void *p = malloc(n ? n : 1);

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/context.h"
+
 namespace mpiacc {
 namespace {
 
@@ -216,6 +218,20 @@ TEST_F(KnobEnvironment, value_text_reports_effective_values) {
     EXPECT_EQ(knobs.value_text("MPIACC_ASYNC_PROGRESS"), "1");
     EXPECT_EQ(knobs.value_text("MPIACC_DEVICE_EAGER_MAX"), "32768");
     EXPECT_EQ(knobs.value_text("MPIACC_OPENCL_PLATFORM"), "NVIDIA CUDA");
+}
+
+TEST_F(KnobEnvironment, mpiacc_knob_value_gives_numeric_knobs_in_effect_to_c_programs) {
+    setenv("MPIACC_HOST_RNDV_THRESHOLD", "64K", 1);
+    setenv("MPIACC_IPC", "off", 1);
+    setenv("MPIACC_OPENCL_PLATFORM", "Portable", 1);
+    reload_knobs();
+    EXPECT_EQ(mpiacc_knob_value("MPIACC_HOST_RNDV_THRESHOLD"), 64 << 10);
+    EXPECT_EQ(mpiacc_knob_value("MPIACC_IPC"), 0);
+    EXPECT_EQ(mpiacc_knob_value("MPIACC_PIPELINE_DEPTH"), 4);  // the default
+    EXPECT_EQ(mpiacc_knob_value("MPIACC_OPENCL_PLATFORM"), -1);  // text, not a number
+    EXPECT_EQ(mpiacc_knob_value("MPIACC_NO_SUCH_KNOB"), -1);
+    TearDown();
+    reload_knobs();  // the process's own values again, for the tests after this one
 }
 
 TEST(Knobs, value_text_of_an_unknown_name_is_empty) {
