@@ -90,6 +90,21 @@ private:
     int error_ = MPI_SUCCESS;
 };
 
+// A marker on the user's queue: complete once the work enqueued there before it is.
+// Flushed, because our copy queues wait on it and OpenCL only promises that for a
+// flushed queue.
+int mark_user_queue(cl_command_queue queue, EventRef *marker, std::string *why) {
+    cl_event event = nullptr;
+    cl_int error = clEnqueueMarkerWithWaitList(queue, 0, nullptr, &event);
+    if (error != CL_SUCCESS) {
+        *why = "MPIX_ACC_COMMAND_QUEUE: enqueueing the dependency marker failed: " + cl_error_name(error);
+        return MPI_ERR_OTHER;
+    }
+    *marker = EventRef::adopt(event);
+    clFlush(queue);
+    return MPI_SUCCESS;
+}
+
 // An out-of-order queue runs a command as soon as its wait list allows, so only an
 // in-order one orders a copy after the work already in it.
 bool is_in_order(cl_command_queue queue) {
@@ -169,15 +184,7 @@ OpenClDeviceBuffer::OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry
 // marker taken now orders what follows exactly as one taken at the start would.
 int OpenClDeviceBuffer::take_marker(std::string *why) {
     if (dependency_ || !user_queue_) return MPI_SUCCESS;
-    cl_event marker = nullptr;
-    cl_int error = clEnqueueMarkerWithWaitList(user_queue_, 0, nullptr, &marker);
-    if (error != CL_SUCCESS) {
-        *why = "MPIX_ACC_COMMAND_QUEUE: enqueueing the dependency marker failed: " + cl_error_name(error);
-        return MPI_ERR_OTHER;
-    }
-    dependency_ = EventRef::adopt(marker);
-    clFlush(user_queue_);
-    return MPI_SUCCESS;
+    return mark_user_queue(user_queue_, &dependency_, why);
 }
 
 int OpenClDeviceBuffer::copy_to_host(std::size_t offset, void *dst, std::size_t len, std::unique_ptr<Completion> *done,
@@ -480,17 +487,7 @@ int OpenClAccel::capture_dependency(const BufferAttrs &attrs, cl_context context
         *dependency = EventRef::retain(event);
         return MPI_SUCCESS;
     }
-    if (attrs.queue) {
-        auto queue = static_cast<cl_command_queue>(attrs.queue);
-        cl_event marker = nullptr;
-        cl_int error = clEnqueueMarkerWithWaitList(queue, 0, nullptr, &marker);
-        if (error != CL_SUCCESS) {
-            *why = "MPIX_ACC_COMMAND_QUEUE: enqueueing the dependency marker failed: " + cl_error_name(error);
-            return MPI_ERR_OTHER;
-        }
-        *dependency = EventRef::adopt(marker);
-        clFlush(queue);
-    }
+    if (attrs.queue) return mark_user_queue(static_cast<cl_command_queue>(attrs.queue), dependency, why);
     return MPI_SUCCESS;
 }
 
