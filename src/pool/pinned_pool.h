@@ -58,6 +58,13 @@ private:
     mutable std::mutex mutex_;
 };
 
+// Whether a cached buffer of `capacity` bytes should serve a request for `bytes`: it fits
+// and is at most twice the size. A larger one would be page-locked whole for a small
+// payload (a 64 KiB receive handed a 4 MiB buffer left by a window cost 1 ms a message
+// on the H200 machine), and kept from the requests of its own size. The bounce caches of
+// host (BounceBuffer) and OpenCL (ReceiveBounces) receives both choose by it.
+inline bool reusable_for(std::size_t capacity, std::size_t bytes) { return capacity >= bytes && capacity / 2 <= bytes; }
+
 // Binds this thread's memory allocations to the NUMA node nearest a PCI device (by bus
 // id, "0000:3b:00.0"), or to the nodes the process runs on when the id is empty or
 // unknown, for as long as the object lives (BRIEF P5). Uses hwloc; a no-op where the

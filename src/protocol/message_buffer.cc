@@ -121,10 +121,7 @@ BounceBuffer::BounceBuffer(std::size_t bytes) : size_(bytes) {
     if (bytes >= kCachedBytes) {
         BounceCache &c = bounce_cache();
         std::lock_guard<std::mutex> lock(c.mutex);
-        // The smallest that fits, and none more than twice the size: a 64 KiB receive
-        // handed a 4 MiB buffer left over from a window would register all 4 MiB on its
-        // first payload, and the next receive would take the next such buffer (1 ms per
-        // 64 KiB message on the H200 machine). Among equals, a page-locked one, then the
+        // The smallest reusable_for the request; among equals, a page-locked one, then the
         // most recently released: a receive loop keeps reusing one warm buffer.
         auto better = [](const CachedBounce &a, const CachedBounce &b) {
             if (a.capacity != b.capacity) return a.capacity < b.capacity;
@@ -132,7 +129,7 @@ BounceBuffer::BounceBuffer(std::size_t bytes) : size_(bytes) {
         };
         auto best = c.free.end();
         for (auto it = c.free.begin(); it != c.free.end(); ++it)
-            if (it->capacity >= bytes && it->capacity / 2 <= bytes && (best == c.free.end() || !better(*best, *it)))
+            if (reusable_for(it->capacity, bytes) && (best == c.free.end() || !better(*best, *it)))
                 best = it;
         if (best != c.free.end()) {
             data_ = best->data;

@@ -245,13 +245,11 @@ ReceiveBounces::~ReceiveBounces() {
 void *ReceiveBounces::acquire(std::size_t bytes) {
     if (!offered_.load(std::memory_order_relaxed) || bytes == 0) return nullptr;
     std::lock_guard<std::mutex> lock(mutex_);
-    // The smallest that fits and is at most twice the size; among equals the most
-    // recently released (a receive loop keeps reusing one).
+    // The smallest reusable_for the request; among equals the most recently released (a
+    // receive loop keeps reusing one).
     auto best = free_.end();
     for (auto it = free_.begin(); it != free_.end(); ++it)
-        if (it->capacity >= bytes && it->capacity / 2 <= bytes &&
-            (best == free_.end() || it->capacity <= best->capacity))
-            best = it;
+        if (reusable_for(it->capacity, bytes) && (best == free_.end() || it->capacity <= best->capacity)) best = it;
     if (best != free_.end()) {
         Buffer b = *best;
         free_.erase(best);
