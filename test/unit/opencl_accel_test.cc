@@ -148,6 +148,13 @@ protected:
         return mem;
     }
 
+    // A cl_mem of `bytes` zeros in the user's context.
+    MemRef zeroed_buffer(std::size_t bytes) {
+        MemRef mem = make_buffer(user_.context.get(), bytes);
+        write_blocking(mem.get(), 0, std::vector<unsigned char>(bytes, 0));
+        return mem;
+    }
+
     std::unique_ptr<OpenClAccel> make_accel(long cache_entries) {
         OpenClSettings settings;
         settings.platform = platform_filter_;
@@ -424,8 +431,7 @@ TEST_F(OpenClAccelTest, capture_event_of_other_context_is_err_arg) {
 TEST_F(OpenClAccelTest, copies_round_trip_random_bytes_at_offsets) {
     auto accel = make_accel(4);
     const std::size_t mem_size = 64 << 10, region_offset = 1000, region = 40000, at = 123, len = 30000;
-    MemRef mem = make_buffer(user_.context.get(), mem_size);
-    write_blocking(mem.get(), 0, std::vector<unsigned char>(mem_size, 0));
+    MemRef mem = zeroed_buffer(mem_size);
     BufferAttrs attrs = queue_attrs(user_.queue.get());
     attrs.offset = region_offset;
     auto buffer = capture_ok(*accel, mem.get(), region, attrs);
@@ -510,8 +516,7 @@ TEST_F(OpenClAccelTest, incomplete_user_event_holds_copy_back_until_set) {
 TEST_F(OpenClAccelTest, copy_waits_for_work_queued_before_capture_but_not_after) {
     auto accel = make_accel(4);
     const std::size_t len = 4096;
-    MemRef mem = make_buffer(user_.context.get(), 2 * len);
-    write_blocking(mem.get(), 0, std::vector<unsigned char>(2 * len, 0));
+    MemRef mem = zeroed_buffer(2 * len);
     UserContext gated{ContextRef::retain(user_.context.get()), QueueRef()};
     cl_int error = CL_SUCCESS;
     gated.queue = QueueRef::adopt(clCreateCommandQueueWithProperties(user_.context.get(), device_, nullptr, &error));
@@ -542,8 +547,7 @@ TEST_F(OpenClAccelTest, copy_waits_for_work_queued_before_capture_but_not_after)
 TEST_F(OpenClAccelTest, copies_within_a_blocking_call_wait_for_work_already_on_the_user_queue) {
     auto accel = make_accel(4);
     const std::size_t len = 4096;
-    MemRef mem = make_buffer(user_.context.get(), len);
-    write_blocking(mem.get(), 0, std::vector<unsigned char>(len, 0));
+    MemRef mem = zeroed_buffer(len);
     cl_int error = CL_SUCCESS;
     QueueRef queue = QueueRef::adopt(clCreateCommandQueueWithProperties(user_.context.get(), device_, nullptr, &error));
     std::vector<unsigned char> written = random_bytes(len, 6);
@@ -573,8 +577,7 @@ TEST_F(OpenClAccelTest, copies_within_a_blocking_call_wait_for_work_already_on_t
 TEST_F(OpenClAccelTest, copies_within_a_blocking_call_on_an_out_of_order_queue_wait_for_earlier_work) {
     auto accel = make_accel(4);
     const std::size_t len = 4096;
-    MemRef mem = make_buffer(user_.context.get(), len);
-    write_blocking(mem.get(), 0, std::vector<unsigned char>(len, 0));
+    MemRef mem = zeroed_buffer(len);
     cl_int error = CL_SUCCESS;
     cl_queue_properties props[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, 0};
     QueueRef queue = QueueRef::adopt(clCreateCommandQueueWithProperties(user_.context.get(), device_, props, &error));
