@@ -91,7 +91,7 @@ struct CachedBounce {
     char *data;
     std::size_t capacity;
     Accel *pinned_by;
-    bool pin_failed;
+    Accel *refused_by;
 };
 
 void free_bounce(const CachedBounce &b) {
@@ -135,7 +135,7 @@ BounceBuffer::BounceBuffer(std::size_t bytes) : size_(bytes) {
             data_ = best->data;
             capacity_ = best->capacity;
             pinned_by_ = best->pinned_by;
-            pin_failed_ = best->pin_failed;
+            refused_by_ = best->refused_by;
             c.bytes -= best->capacity;
             c.free.erase(best);
             static std::atomic<std::int64_t> &reused = counter("protocol.bounce.reused");
@@ -149,11 +149,11 @@ BounceBuffer::BounceBuffer(std::size_t bytes) : size_(bytes) {
 }
 
 BounceBuffer::BounceBuffer(BounceBuffer &&o) noexcept
-    : data_(o.data_), size_(o.size_), capacity_(o.capacity_), pinned_by_(o.pinned_by_), pin_failed_(o.pin_failed_) {
+    : data_(o.data_), size_(o.size_), capacity_(o.capacity_), pinned_by_(o.pinned_by_), refused_by_(o.refused_by_) {
     o.data_ = nullptr;
     o.size_ = o.capacity_ = 0;
     o.pinned_by_ = nullptr;
-    o.pin_failed_ = false;
+    o.refused_by_ = nullptr;
 }
 
 BounceBuffer &BounceBuffer::operator=(BounceBuffer &&o) noexcept {
@@ -163,20 +163,23 @@ BounceBuffer &BounceBuffer::operator=(BounceBuffer &&o) noexcept {
         size_ = o.size_;
         capacity_ = o.capacity_;
         pinned_by_ = o.pinned_by_;
-        pin_failed_ = o.pin_failed_;
+        refused_by_ = o.refused_by_;
         o.data_ = nullptr;
         o.size_ = o.capacity_ = 0;
         o.pinned_by_ = nullptr;
-        o.pin_failed_ = false;
+        o.refused_by_ = nullptr;
     }
     return *this;
 }
 
 bool BounceBuffer::pin(Accel *accel) {
-    if (pinned_by_) return true;
-    if (pin_failed_ || !data_ || !accel) return false;
+    if (pinned_by_) return pinned_by_ == accel;  // another kind's registration does not help this one
+    if (refused_by_ == accel || !data_ || !accel) return false;
     if (!accel->register_host(data_, capacity_)) {
-        pin_failed_ = true;  // asked once per buffer: a refusal costs as much as a success
+        // Not asked again by that kind: a refusal costs as much as a success. Another
+        // kind may still pin it (an OpenCL receive that used the buffer before a CUDA one
+        // must not keep CUDA from registering it).
+        refused_by_ = accel;
         return false;
     }
     pinned_by_ = accel;
@@ -197,10 +200,10 @@ void clear_bounce_cache() {
 void BounceBuffer::release() {
     if (!data_) return;
     std::vector<CachedBounce> evicted;
-    CachedBounce self{data_, capacity_, pinned_by_, pin_failed_};
+    CachedBounce self{data_, capacity_, pinned_by_, refused_by_};
     data_ = nullptr;
     pinned_by_ = nullptr;
-    pin_failed_ = false;
+    refused_by_ = nullptr;
     if (self.capacity >= kCachedBytes && self.capacity <= kCacheBytes) {
         BounceCache &c = bounce_cache();
         std::lock_guard<std::mutex> lock(c.mutex);

@@ -75,7 +75,8 @@ public:
     char *data() const { return data_; }
     std::size_t size() const { return size_; }
     // Page-locks the buffer with `accel` (once: a cached buffer keeps it), so that a
-    // payload received into it goes to the device by DMA. True when it is pinned.
+    // payload received into it goes to the device by DMA. True when it is pinned for
+    // that kind; a refusal is remembered per kind.
     bool pin(Accel *accel);
     bool pinned() const { return pinned_by_ != nullptr; }
 
@@ -85,7 +86,7 @@ private:
     std::size_t size_ = 0;
     std::size_t capacity_ = 0;
     Accel *pinned_by_ = nullptr;  // registered with this kind; undone before freeing
-    bool pin_failed_ = false;     // a registration was refused: not asked again
+    Accel *refused_by_ = nullptr;  // this kind refused to register it: not asked again
 };
 
 // Frees the cached bounce buffers, undoing their registrations (MPI_Finalize, before the

@@ -194,6 +194,23 @@ TEST(BounceBuffer, ARefusedRegistrationIsNotAskedAgain) {
     clear_bounce_cache();
 }
 
+TEST(BounceBuffer, ARefusalOrARegistrationByOneKindDoesNotDecideForAnother) {
+    clear_bounce_cache();
+    RecordingAccel refusing, registering;
+    refusing.refuse = true;
+    {
+        BounceBuffer a(5 * kMiB);
+        EXPECT_FALSE(a.pin(&refusing));  // e.g. a kind that cannot register host memory
+        EXPECT_TRUE(a.pin(&registering));
+        EXPECT_FALSE(a.pin(&refusing));  // pinned for the other kind only
+        EXPECT_TRUE(a.pin(&registering));
+    }
+    EXPECT_EQ(refusing.registered.size(), 1u);
+    EXPECT_EQ(registering.registered.size(), 1u);
+    clear_bounce_cache();
+    EXPECT_EQ(registering.unregistered.size(), 1u);
+}
+
 TEST(BounceBuffer, CachedSizesAreWholePages) {
     // Registration pins whole pages: two buffers must never share one.
     for (std::size_t n : {std::size_t{64} << 10, (std::size_t{64} << 10) + 1, std::size_t{3} * kMiB + 5}) {
