@@ -88,14 +88,28 @@ int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std:
     Context &ctx = context();
     *attrs = BufferAttrs{};
     if (type != MPI_DATATYPE_NULL && ctx.tagged_type_count.load(std::memory_order_relaxed) != 0) {
-        bool tagged;
+        bool tagged = false, read = false;
+        std::uint64_t changes = 0;
         {
             StateLock lock;
-            tagged = ctx.tagged_types.count(type) != 0;
+            auto it = ctx.tagged_types.find(type);
+            if (it != ctx.tagged_types.end()) {
+                tagged = true;
+                read = it->second.read;
+                changes = it->second.changes;
+                if (read) *attrs = it->second.attrs;
+            }
         }
-        if (tagged) {
+        if (tagged && !read) {
             int rc = read_buffer_attrs(type, attrs, why);
-            if (rc != MPI_SUCCESS) return rc;
+            if (rc != MPI_SUCCESS) return rc;  // an invalid value is reported at every call
+            StateLock lock;
+            // Kept only if no attribute of ours changed on the type while they were read.
+            auto it = ctx.tagged_types.find(type);
+            if (it != ctx.tagged_types.end() && it->second.changes == changes) {
+                it->second.attrs = *attrs;
+                it->second.read = true;
+            }
         }
     }
     if (!attrs->kind_given && ctx.cuda_autodetect_active && buf != nullptr) {
@@ -142,7 +156,10 @@ int attr_delete_callback(MPI_Datatype type, int, void *, void *) {
     Context &ctx = context();
     StateLock lock;
     auto it = ctx.tagged_types.find(type);
-    if (it != ctx.tagged_types.end() && --it->second <= 0) {
+    if (it == ctx.tagged_types.end()) return MPI_SUCCESS;
+    it->second.read = false;
+    ++it->second.changes;
+    if (--it->second.attributes <= 0) {
         ctx.tagged_types.erase(it);
         ctx.tagged_type_count.store(ctx.tagged_types.size(), std::memory_order_relaxed);
     }
@@ -152,7 +169,10 @@ int attr_delete_callback(MPI_Datatype type, int, void *, void *) {
 void note_attr_set(MPI_Datatype type) {
     Context &ctx = context();
     StateLock lock;
-    ++ctx.tagged_types[type];
+    Context::TaggedType &tagged = ctx.tagged_types[type];
+    ++tagged.attributes;
+    ++tagged.changes;
+    tagged.read = false;
     ctx.tagged_type_count.store(ctx.tagged_types.size(), std::memory_order_relaxed);
 }
 
@@ -166,7 +186,7 @@ void note_type_duplicated(MPI_Datatype newtype) {
     }
     if (n == 0) return;
     StateLock lock;
-    ctx.tagged_types[newtype] += n;
+    ctx.tagged_types[newtype].attributes += n;
     ctx.tagged_type_count.store(ctx.tagged_types.size(), std::memory_order_relaxed);
 }
 

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "accel/accel.h"
 #include "core/host_recv.h"
 #include "core/knobs.h"
 
@@ -85,8 +86,17 @@ public:
     Accel *cuda_accel = nullptr;          // set with cuda_autodetect_active
 
     // Datatypes carrying at least one MPI-ACC attribute, with how many. While empty,
-    // every call with an untagged type skips attribute lookups altogether.
-    std::unordered_map<MPI_Datatype, int> tagged_types;
+    // every call with an untagged type skips attribute lookups altogether. Once read,
+    // a type's attributes are kept here until one of ours is set, replaced or deleted
+    // on it (MPI_Type_set_attr and the keyvals' delete callback say so): reading all
+    // seven costs 0.44 us a call on the H200 machine.
+    struct TaggedType {
+        int attributes = 0;
+        std::uint64_t changes = 0;  // sets, replacements and deletions of ours so far
+        bool read = false;          // `attrs` holds what read_buffer_attrs found
+        BufferAttrs attrs;
+    };
+    std::unordered_map<MPI_Datatype, TaggedType> tagged_types;
     std::atomic<std::size_t> tagged_type_count{0};
 
     // Host nonblocking receives, by their MPICH request handle (core/host_recv.h).
