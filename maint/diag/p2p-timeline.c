@@ -1,0 +1,145 @@
+/* LD_PRELOAD shim for the GPU machine: records, for a window of MPI_Send and MPI_Recv
+ * calls, when each CUDA runtime and PMPI call that libmpiacc makes inside them starts and
+ * how long it takes, on the machine's monotonic clock (shared by the processes of one
+ * host, so the two ranks' records line up). maint/diag/p2p-timeline.py turns the two
+ * files into a one-way timeline: sender capture, envelope, match, pull, completion, FIN.
+ *
+ *   mpicc -shared -fPIC -I/usr/local/cuda/include -o /tmp/p2p-timeline.so \
+ *       maint/diag/p2p-timeline.c -ldl
+ *   TIMELINE_DIR=/tmp/tl LD_PRELOAD=/tmp/p2p-timeline.so mpiexec -n 2 bench/pt2pt \
+ *       --sizes 8 --dirs 'D->D' --configs mpiacc
+ *   python3 maint/diag/p2p-timeline.py /tmp/tl/timeline.0.tsv /tmp/tl/timeline.1.tsv
+ *
+ * TIMELINE_SKIP (default 1000) top-level calls are let through unrecorded (warm-up), then
+ * TIMELINE_CALLS (default 400) are recorded. Each line of timeline.RANK.tsv is
+ *     seq  name  start_us  duration_us  aux
+ * where seq numbers the top-level calls, a top-level call's own line has aux -1, and aux is
+ * the flag of a test or probe, or 1 when a cudaEventQuery/cudaStreamQuery found the work
+ * done. The shim adds about 50 ns to each call it wraps. */
+#define _GNU_SOURCE
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "call_timer.h"
+
+typedef struct {
+    const char *name;
+    double start, dur;
+    int seq, aux;
+} Record;
+
+enum { MAX_RECORDS = 1 << 18 };
+static Record records[MAX_RECORDS];
+static int nrecords = 0, depth = 0, seq = 0, skip = -1, window = 400;
+
+static int recording(void) {
+    if (skip < 0) {
+        const char *s = getenv("TIMELINE_SKIP"), *w = getenv("TIMELINE_CALLS");
+        skip = s ? atoi(s) : 1000;
+        if (w) window = atoi(w);
+    }
+    return seq >= skip && seq < skip + window;
+}
+
+static void add(const char *name, double start, double dur, int aux) {
+    if (depth > 0 && recording() && nrecords < MAX_RECORDS) {
+        Record *r = &records[nrecords++];
+        r->name = name, r->start = start, r->dur = dur, r->seq = seq, r->aux = aux;
+    }
+}
+
+/* WRAP's hook (call_timer.h): start = end - duration. */
+static void note(const char *name, double us) { add(name, now_us() - us, us, 0); }
+
+/* Calls whose result the timeline needs: WRAP_FLAG stores *flag, WRAP_QUERY whether the
+ * work was done. */
+#define WRAP_FLAG(name, params, args, flagp)                          \
+    int name params {                                                 \
+        static int(*real) params;                                     \
+        if (!real) real = (int(*) params)dlsym(RTLD_NEXT, #name);     \
+        double t0_ = now_us();                                        \
+        int rv_ = real args;                                          \
+        add(#name, t0_, now_us() - t0_, *(flagp));                    \
+        return rv_;                                                   \
+    }
+#define WRAP_QUERY(name, type)                                                  \
+    cudaError_t name(type x) {                                                  \
+        static cudaError_t (*real)(type);                                       \
+        if (!real) real = (cudaError_t(*)(type))dlsym(RTLD_NEXT, #name);        \
+        double t0_ = now_us();                                                  \
+        cudaError_t rv_ = real(x);                                              \
+        add(#name, t0_, now_us() - t0_, rv_ == cudaSuccess);                    \
+        return rv_;                                                             \
+    }
+
+WRAP_QUERY(cudaEventQuery, cudaEvent_t)
+WRAP_QUERY(cudaStreamQuery, cudaStream_t)
+WRAP(cudaError_t, cudaEventRecord, (cudaEvent_t e, cudaStream_t s), (e, s))
+WRAP(cudaError_t, cudaStreamWaitEvent, (cudaStream_t s, cudaEvent_t e, unsigned f), (s, e, f))
+WRAP(cudaError_t, cudaStreamSynchronize, (cudaStream_t s), (s))
+WRAP(cudaError_t, cudaEventSynchronize, (cudaEvent_t e), (e))
+WRAP(cudaError_t, cudaStreamIsCapturing, (cudaStream_t s, enum cudaStreamCaptureStatus *c), (s, c))
+WRAP(cudaError_t, cudaStreamGetDevice, (cudaStream_t s, int *d), (s, d))
+WRAP(cudaError_t, cudaIpcGetMemHandle, (cudaIpcMemHandle_t * h, void *p), (h, p))
+WRAP(cudaError_t, cudaIpcGetEventHandle, (cudaIpcEventHandle_t * h, cudaEvent_t e), (h, e))
+WRAP(cudaError_t, cudaPointerGetAttributes, (struct cudaPointerAttributes * a, const void *p), (a, p))
+WRAP(cudaError_t, cudaSetDevice, (int d), (d))
+WRAP(cudaError_t, cudaGetDevice, (int *d), (d))
+WRAP(cudaError_t, cudaMemcpyAsync, (void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st),
+     (d, s, n, k, st))
+WRAP(int, PMPI_Isend, (const void *b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
+     (b, c, t, d, tag, comm, r))
+WRAP(int, PMPI_Irecv, (void *b, int c, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Request *r),
+     (b, c, t, s, tag, comm, r))
+WRAP(int, PMPI_Recv, (void *b, int c, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Status *st),
+     (b, c, t, s, tag, comm, st))
+WRAP(int, PMPI_Send, (const void *b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm), (b, c, t, d, tag, comm))
+WRAP(int, PMPI_Mrecv, (void *b, int c, MPI_Datatype t, MPI_Message *m, MPI_Status *st), (b, c, t, m, st))
+WRAP(int, PMPI_Wait, (MPI_Request * r, MPI_Status *s), (r, s))
+WRAP(int, PMPI_Request_free, (MPI_Request * r), (r))
+WRAP(int, PMPI_Type_get_attr, (MPI_Datatype t, int k, void *v, int *f), (t, k, v, f))
+WRAP_FLAG(PMPI_Test, (MPI_Request * r, int *f, MPI_Status *s), (r, f, s), f)
+WRAP_FLAG(PMPI_Request_get_status, (MPI_Request r, int *f, MPI_Status *s), (r, f, s), f)
+WRAP_FLAG(PMPI_Improbe, (int s, int t, MPI_Comm c, int *f, MPI_Message *m, MPI_Status *st), (s, t, c, f, m, st), f)
+WRAP_FLAG(PMPI_Iprobe, (int s, int t, MPI_Comm c, int *f, MPI_Status *st), (s, t, c, f, st), f)
+WRAP_FLAG(PMPI_Testsome, (int n, MPI_Request *r, int *out, int *idx, MPI_Status *s), (n, r, out, idx, s), out)
+
+/* The top-level calls: each gets a sequence number and a record of its own. */
+#define TOP(name, params, args)                                   \
+    int name params {                                             \
+        static int(*real) params;                                 \
+        if (!real) real = (int(*) params)dlsym(RTLD_NEXT, #name); \
+        double t0_ = now_us();                                    \
+        depth++;                                                  \
+        int rv_ = real args;                                      \
+        add(#name, t0_, now_us() - t0_, -1);                      \
+        if (--depth == 0) seq++;                                  \
+        return rv_;                                               \
+    }
+
+TOP(MPI_Send, (const void *b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm), (b, c, t, d, tag, comm))
+TOP(MPI_Recv, (void *b, int c, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Status *st),
+    (b, c, t, s, tag, comm, st))
+
+int MPI_Finalize(void) {
+    static int (*real)(void);
+    if (!real) real = (int (*)(void))dlsym(RTLD_NEXT, "MPI_Finalize");
+    int rank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    const char *dir = getenv("TIMELINE_DIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/timeline.%d.tsv", dir ? dir : ".", rank);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        for (int i = 0; i < nrecords; i++)
+            fprintf(f, "%d\t%s\t%.3f\t%.3f\t%d\n", records[i].seq, records[i].name, records[i].start, records[i].dur,
+                    records[i].aux);
+        fclose(f);
+    } else {
+        fprintf(stderr, "[p2p-timeline] cannot write %s\n", path);
+    }
+    return real();
+}
