@@ -195,9 +195,10 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
         if (ipc_candidate && small_eager && world_dest >= 0 && ctx.eager_sends_left) {
             // This peer declined the last small pull (its receive was host memory, which
             // the staged eager path serves in one step: 7.8 us against 10.2 for 8 bytes
-            // D->H on the H200 machine). Either path is correct for any receive; every
-            // kEagerRun-th send offers IPC again, so a peer that now receives into device
-            // memory gets the pull back.
+            // D->H on the H200 machine). Either path is correct for any receive; after a
+            // run of staged sends (kEagerRun, doubling while it keeps declining) IPC is
+            // offered again, so a peer that now receives into device memory gets the
+            // pull back.
             std::atomic<int> &left = ctx.eager_sends_left[world_dest];
             int n = left.load(std::memory_order_relaxed);
             while (n > 0 && !left.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) {

@@ -77,6 +77,7 @@ int initialize_context(int provided_thread_level) {
     // the IPC pull rather than the staged eager path.
     ctx.node_ids.assign(ctx.world_size, 0);
     ctx.eager_sends_left = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(ctx.world_size));
+    ctx.eager_run = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(ctx.world_size));
     rc = PMPI_Allgather(&ctx.node_id, 1, MPI_UINT64_T, ctx.node_ids.data(), 1, MPI_UINT64_T, ctx.proto_comm);
     if (rc != MPI_SUCCESS) return rc;
 

@@ -81,6 +81,8 @@ public:
     // before IPC is offered to that peer again (it declined the last offer: the data
     // went to host memory). See send_common.
     std::unique_ptr<std::atomic<int>[]> eager_sends_left;
+    // By world rank: the run that peer's next refusal starts (0: kEagerRun).
+    std::unique_ptr<std::atomic<int>[]> eager_run;
     std::uint64_t next_transfer_id = 1;
     bool cuda_autodetect_active = false;  // knob on and a CUDA device usable
     Accel *cuda_accel = nullptr;          // set with cuda_autodetect_active

@@ -131,7 +131,10 @@ void SendOp::start_data() {
     if (type == ControlType::FIN) {
         // IPC pull: the receiver copied the data itself.
         counter("protocol.send.ipc")++;
-        if (small && ctx.eager_sends_left) ctx.eager_sends_left[peer_].store(0, std::memory_order_relaxed);
+        if (small && ctx.eager_sends_left) {
+            ctx.eager_sends_left[peer_].store(0, std::memory_order_relaxed);
+            ctx.eager_run[peer_].store(0, std::memory_order_relaxed);
+        }
         finish();
         return;
     }
@@ -140,7 +143,9 @@ void SendOp::start_data() {
         // Offered a pull, the receiver chose the pipeline (host memory): small sends to it
         // go staged for a while (send_common).
         counter("protocol.send.ipc_declined")++;
-        ctx.eager_sends_left[peer_].store(kEagerRun, std::memory_order_relaxed);
+        const int run = std::max(kEagerRun, ctx.eager_run[peer_].load(std::memory_order_relaxed));
+        ctx.eager_sends_left[peer_].store(run, std::memory_order_relaxed);
+        ctx.eager_run[peer_].store(std::min(2 * run, kEagerRunMax), std::memory_order_relaxed);
     }
     if (type != ControlType::CTS || reply_.bytes > source_.bytes) {
         fail(MPI_ERR_INTERN, "protocol error: unexpected control message from the receiver");

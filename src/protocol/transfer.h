@@ -96,8 +96,13 @@ void clear_bounce_cache();
 enum class SendMode { STANDARD, BUFFERED, SYNCHRONOUS, READY };
 
 // Small blocking device sends that go staged to a peer which declined an IPC pull,
-// before IPC is offered to it again.
+// before IPC is offered to it again: kEagerRun after a first refusal, twice as many
+// after each refusal in a row, at most kEagerRunMax. Every refused offer costs a round
+// trip, so with a fixed run of 16 one send in 16 to a host receiver paid it: 8 B D->H
+// averaged 0.6-1 us slower with IPC on than off (H200 machine). A peer that turns to
+// device receives waits at most kEagerRunMax staged sends for its pulls.
 constexpr int kEagerRun = 16;
+constexpr int kEagerRunMax = 1024;
 
 struct ChunkState {
     std::size_t index = 0, offset = 0, len = 0;

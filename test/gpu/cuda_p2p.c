@@ -620,25 +620,56 @@ static void c_zero_byte_device_messages(void) {
 long long mpiacc_counter_value(const char *name);
 
 /* Small blocking device sends to a peer whose receives are host memory go staged after
- * it declines one pull, and pulls come back once its receives are device memory again.
- * Every message is checked; the counters show which path each phase took. */
+ * it declines one pull, for a run that doubles while it keeps declining (16, 32, 64); pulls
+ * come back once its receives are device memory again. Every message is checked; the
+ * counters show which path each phase took. */
 static void c_small_sends_follow_the_receivers_memory(void) {
-    enum { N_HOST = 20, N_DEVICE = 40 };
+    /* Host phase: offers at messages 0, 17 and 50 are declined, then 64 go staged, so the
+     * first offer of the device phase is message 115. */
+    enum { N_HOST = 60, N_DEVICE = 80 };
     /* The suite also runs whole with MPIACC_IPC=0: then every small send goes staged. */
     const char *ipc_knob = getenv("MPIACC_IPC");
     const int ipc = !CUDA_P2P_NO_IPC && !(ipc_knob && (!strcmp(ipc_knob, "0") || !strcmp(ipc_knob, "off") ||
                                                        !strcmp(ipc_knob, "no")));
     const size_t n = 64;
     const int tagbase = 6000;
+    if (ipc) {
+        /* Earlier cases leave a run in progress: first device receives until one send is
+         * pulled, which starts the counts afresh (at most 1025 sends). */
+        for (int k = 0, pulled = 0; !pulled; ++k) {
+            const long long before = mpiacc_counter_value("protocol.send.ipc");
+            MPI_Datatype t = view_type(&CUDA_TAGGED);
+            msg_t m;
+            if (mt_rank == 0) {
+                send_prepare(&m, &CUDA_TAGGED, n, msg_off(tagbase - 1, 0));
+                MCK(MPI_Send(m.p, m.count, t, 1, tagbase - 1, W));
+                pulled = mpiacc_counter_value("protocol.send.ipc") > before;
+            } else {
+                recv_prepare(&m, &CUDA_TAGGED, n);
+                MCK(MPI_Recv(m.p, m.count, t, 0, tagbase - 1, W, MPI_STATUS_IGNORE));
+                recv_check(&m, n, msg_off(tagbase - 1, 0), "small device send before the phases", n);
+            }
+            msg_free(&m);
+            view_type_free(&CUDA_TAGGED, &t);
+            MCK(MPI_Bcast(&pulled, 1, MPI_INT, 0, W));
+            if (!pulled && k == 1100) {
+                MT_CHECK(0, "no small device send was pulled in %d sends into device memory", k + 1);
+                return;
+            }
+        }
+    }
     const long long declined0 = mpiacc_counter_value("protocol.send.ipc_declined");
     const long long eager0 = mpiacc_counter_value("protocol.send.eager_device");
-    long long ipc_before_device = 0;
+    long long ipc_before_device = 0, declined_host = 0;
     for (int i = 0; i < N_HOST + N_DEVICE; ++i) {
         const view_t *R = i < N_HOST ? &HOST_PLAIN : &CUDA_TAGGED;
         MPI_Datatype st = view_type(&CUDA_TAGGED), rt = view_type(R);
         int tag = tagbase + i;
         msg_t m;
-        if (i == N_HOST) ipc_before_device = mpiacc_counter_value("protocol.send.ipc");
+        if (i == N_HOST) {
+            ipc_before_device = mpiacc_counter_value("protocol.send.ipc");
+            declined_host = mpiacc_counter_value("protocol.send.ipc_declined") - declined0;
+        }
         if (mt_rank == 0) {
             send_prepare(&m, &CUDA_TAGGED, n, msg_off(tag, 0));
             MCK(MPI_Send(m.p, m.count, st, 1, tag, W));
@@ -654,8 +685,9 @@ static void c_small_sends_follow_the_receivers_memory(void) {
         view_type_free(R, &rt);
     }
     if (mt_rank == 0 && ipc) {
-        MT_CHECK(mpiacc_counter_value("protocol.send.ipc_declined") > declined0, "no pull offer was declined");
-        MT_CHECK(mpiacc_counter_value("protocol.send.eager_device") - eager0 >= 16,
+        MT_CHECK(declined_host == 3, "%lld pull offers declined in %d host receives, expected 3 (runs 16, 32, 64)",
+                 declined_host, N_HOST);
+        MT_CHECK(mpiacc_counter_value("protocol.send.eager_device") - eager0 >= N_HOST - 3,
                  "only %lld small sends went staged", mpiacc_counter_value("protocol.send.eager_device") - eager0);
         MT_CHECK(mpiacc_counter_value("protocol.send.ipc") > ipc_before_device,
                  "no pull once the receives were device memory again");
