@@ -218,7 +218,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
             }
             rc = stage_device_data(mb, staging, call, &why);
             if (rc == MPI_SUCCESS) {
-                counter("protocol.send.eager_device")++;
+                MPIACC_COUNT("protocol.send.eager_device");
                 rc = pmpi_send(staging, static_cast<int>(mb.bytes), MPI_BYTE, dest, tag, comm, mode, nullptr);
                 if (slot) pool->release(slot);
                 return rc;

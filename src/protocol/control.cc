@@ -41,7 +41,7 @@ void poll_control_messages() {
             if (it != ctx.senders.end())
                 it->second->on_control(msg);
             else
-                counter("protocol.control.orphan")++;
+                MPIACC_COUNT("protocol.control.orphan");
         }
     }
 }
@@ -49,7 +49,7 @@ void poll_control_messages() {
 void drain_control_messages() {
     ControlMessage msg;
     int from = MPI_PROC_NULL;
-    while (take_control_message(&msg, &from)) counter("protocol.control.orphan")++;
+    while (take_control_message(&msg, &from)) MPIACC_COUNT("protocol.control.orphan");
 }
 
 }  // namespace mpiacc

@@ -138,12 +138,10 @@ BounceBuffer::BounceBuffer(std::size_t bytes) : size_(bytes) {
             refused_by_ = best->refused_by;
             c.bytes -= best->capacity;
             c.free.erase(best);
-            static std::atomic<std::int64_t> &reused = counter("protocol.bounce.reused");
-            reused.fetch_add(1, std::memory_order_relaxed);
+            MPIACC_COUNT("protocol.bounce.reused");
             return;
         }
-        static std::atomic<std::int64_t> &allocated = counter("protocol.bounce.allocated");
-        allocated.fetch_add(1, std::memory_order_relaxed);
+        MPIACC_COUNT("protocol.bounce.allocated");
     }
     data_ = allocate_bounce(bytes, &capacity_);
 }

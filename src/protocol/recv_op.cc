@@ -282,7 +282,7 @@ void RecvOp::payload_stage_step() {
     while (chunks_.size() < depth_ && next_chunk_ < nchunks_) {
         void *slot = pool_->acquire();
         if (!slot) {
-            counter("pool.wait")++;  // back-pressure: the next round tries again
+            MPIACC_COUNT("pool.wait");  // back-pressure: the next round tries again
             break;
         }
         ChunkState c;
@@ -343,13 +343,13 @@ void RecvOp::on_envelope(const Envelope &env) {
     registered_ = true;
 
     if (mode_ == TransferMode::IPC) {
-        counter("protocol.recv.ipc")++;
+        MPIACC_COUNT("protocol.recv.ipc");
         std::string why;
         int rc = cuda->ipc_import(env.ipc, bytes_, &ipc_source_, &why);
         if (rc != MPI_SUCCESS) {
             // Nothing was pulled: the sender still needs a reply, so fall back to the
             // pipeline rather than strand it.
-            counter("protocol.ipc.fallback")++;
+            MPIACC_COUNT("protocol.ipc.fallback");
             mode_ = TransferMode::PIPELINE;
         } else {
             state_ = State::IPC_PULL;
@@ -358,7 +358,7 @@ void RecvOp::on_envelope(const Envelope &env) {
         }
     }
     if (mode_ == TransferMode::DIRECT) {
-        counter("protocol.recv.direct")++;
+        MPIACC_COUNT("protocol.recv.direct");
         int rc;
         if (char *contig = dest_.contiguous_host())
             rc = netmod().recv_bytes(contig, bytes_, peer_, data_tag(env.transfer_id, ctx.tag_ub), &data_request_);
@@ -373,7 +373,7 @@ void RecvOp::on_envelope(const Envelope &env) {
         send_control(ControlType::CTS, static_cast<std::uint16_t>(mode_));
         return;
     }
-    counter("protocol.recv.pipeline")++;
+    MPIACC_COUNT("protocol.recv.pipeline");
     if (dest_.kind == BufKind::HOST && !dest_.contiguous_host()) packed_.resize(bytes_);
     if (dest_.kind != BufKind::HOST) pool_ = dest_.device->staging_pool();
     state_ = State::AWAIT_SLOT;
@@ -405,7 +405,7 @@ bool RecvOp::admit_pipeline() {
     Context &ctx = context();
     int &running = ctx.pipelines_from[peer_];
     if (ctx.knobs.pipeline_transfers > 0 && running >= ctx.knobs.pipeline_transfers) {
-        if (!queued_) counter("protocol.pipeline.queued")++;
+        if (!queued_) MPIACC_COUNT("protocol.pipeline.queued");
         queued_ = true;
         return false;
     }
@@ -441,7 +441,7 @@ void RecvOp::pipeline_step() {
                     fail(MPI_ERR_NO_MEM, "no pinned staging memory: " + why);
                     return;
                 }
-                counter("pool.wait")++;
+                MPIACC_COUNT("pool.wait");
                 return;
             }
         }
@@ -491,7 +491,7 @@ void RecvOp::pipeline_step() {
             void *slot = reserved_slot_ ? reserved_slot_ : pool_->acquire();
             reserved_slot_ = nullptr;
             if (!slot) {
-                counter("pool.wait")++;
+                MPIACC_COUNT("pool.wait");
                 break;
             }
             c.staging = slot;

@@ -130,7 +130,7 @@ void SendOp::start_data() {
     const bool small = source_.bytes <= ctx.knobs.device_eager_max;
     if (type == ControlType::FIN) {
         // IPC pull: the receiver copied the data itself.
-        counter("protocol.send.ipc")++;
+        MPIACC_COUNT("protocol.send.ipc");
         if (small && ctx.eager_sends_left) {
             ctx.eager_sends_left[peer_].store(0, std::memory_order_relaxed);
             ctx.eager_run[peer_].store(0, std::memory_order_relaxed);
@@ -142,7 +142,7 @@ void SendOp::start_data() {
         static_cast<TransferMode>(reply_.mode) == TransferMode::PIPELINE) {
         // Offered a pull, the receiver chose the pipeline (host memory): small sends to it
         // go staged for a while (send_common).
-        counter("protocol.send.ipc_declined")++;
+        MPIACC_COUNT("protocol.send.ipc_declined");
         const int run = std::max(kEagerRun, ctx.eager_run[peer_].load(std::memory_order_relaxed));
         ctx.eager_sends_left[peer_].store(run, std::memory_order_relaxed);
         ctx.eager_run[peer_].store(std::min(2 * run, kEagerRunMax), std::memory_order_relaxed);
@@ -156,7 +156,7 @@ void SendOp::start_data() {
     state_ = State::DATA;
     const int tag = data_tag(id_, ctx.tag_ub);
     if (mode == TransferMode::DIRECT) {
-        counter("protocol.send.direct")++;
+        MPIACC_COUNT("protocol.send.direct");
         if (source_.kind != BufKind::HOST) {
             fail(MPI_ERR_INTERN, "protocol error: direct mode chosen for a device buffer");
             return;
@@ -178,7 +178,7 @@ void SendOp::start_data() {
         fail(MPI_ERR_INTERN, "protocol error: unknown transfer mode in CTS");
         return;
     }
-    counter("protocol.send.pipeline")++;
+    MPIACC_COUNT("protocol.send.pipeline");
     if (source_.kind == BufKind::HOST && !source_.contiguous_host()) {
         source_.packed.resize(source_.bytes);
         if (pack_range(source_.host, source_.count, source_.type.get(), 0, source_.packed.data(), source_.bytes) !=
@@ -256,7 +256,7 @@ void SendOp::pipeline_step() {
                     fail(MPI_ERR_NO_MEM, ("no pinned staging memory: " + pool->last_error()).c_str());
                     return;
                 }
-                counter("pool.wait")++;
+                MPIACC_COUNT("pool.wait");
                 break;  // back-pressure: wait for a slot
             }
             c.staging = slot;

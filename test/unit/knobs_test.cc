@@ -168,19 +168,19 @@ TEST_F(KnobEnvironment, unset_knobs_take_their_declared_defaults) {
     for (const auto &k : Knobs::registry()) EXPECT_EQ(knobs.value_text(k.name), canonical_default(k)) << k.name;
     EXPECT_TRUE(knobs.cuda_autodetect);
     EXPECT_EQ(knobs.host_rndv_threshold, std::size_t{2} << 20);
-    EXPECT_EQ(knobs.chunk_size, std::size_t{1} << 20);
+    EXPECT_EQ(knobs.chunk_size, std::size_t{2} << 20);
     EXPECT_EQ(knobs.pipeline_depth, 4);
 }
 
 TEST_F(KnobEnvironment, valid_override_is_used) {
-    setenv("MPIACC_CHUNK_SIZE", "2M", 1);
+    setenv("MPIACC_CHUNK_SIZE", "512K", 1);
     setenv("MPIACC_IPC", "off", 1);
     setenv("MPIACC_PIPELINE_DEPTH", "8", 1);
     setenv("MPIACC_OPENCL_PLATFORM", "Portable", 1);
     std::vector<std::string> errors;
     Knobs knobs = Knobs::from_environment(&errors);
     EXPECT_TRUE(errors.empty());
-    EXPECT_EQ(knobs.chunk_size, std::size_t{2} << 20);
+    EXPECT_EQ(knobs.chunk_size, std::size_t{512} << 10);
     EXPECT_FALSE(knobs.ipc);
     EXPECT_EQ(knobs.pipeline_depth, 8);
     EXPECT_EQ(knobs.opencl_platform, "Portable");
