@@ -190,9 +190,9 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
         // staged on both sides (two copies).
         const int world_dest = world_rank_of(comm, dest);
         bool ipc_candidate = mb.kind == BufKind::CUDA && ctx.knobs.ipc && same_node(world_dest);
-        const bool small_eager = blocking && mode != SendMode::BUFFERED && mb.bytes <= ctx.knobs.device_eager_max &&
-                                 mb.bytes != kEnvelopeBytes;
-        if (ipc_candidate && small_eager && world_dest >= 0 && ctx.eager_sends_left) {
+        const bool may_go_eager = blocking && mode != SendMode::BUFFERED && mb.bytes != kEnvelopeBytes;
+        if (ipc_candidate && may_go_eager && mb.bytes <= ctx.knobs.device_eager_max && world_dest >= 0 &&
+            ctx.eager_sends_left) {
             // This peer declined the last small pull (its receive was host memory, which
             // the staged eager path serves in one step: 7.8 us against 10.2 for 8 bytes
             // D->H on the H200 machine). Either path is correct for any receive; after a
@@ -205,7 +205,10 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
             }
             if (n > 0) ipc_candidate = false;
         }
-        if (small_eager && !ipc_candidate) {
+        // Without a pull, a message below one packet takes a single staged copy (BRIEF
+        // P2): RTS/CTS would only add a round trip before the same copies.
+        const std::size_t eager_max = ipc_candidate ? ctx.knobs.device_eager_max : staged_eager_max(ctx.knobs);
+        if (may_go_eager && mb.bytes <= eager_max && !ipc_candidate) {
             // Small device data from a blocking send: staged whole, sent as the plain
             // payload (DESIGN 2.2), through a pinned slot when one is free.
             PinnedPool *pool = mb.device->staging_pool();

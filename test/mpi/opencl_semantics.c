@@ -175,11 +175,19 @@ int main(int argc, char **argv) {
             free(h);
         } else if (mt_rank == 1) {
             MPI_Status st;
+            ocl_fill(&e, m, n, 0xA5);
             int rc = MPI_Recv(m, (int)cap, t, 0, tag, MPI_COMM_WORLD, &st);
             MT_CHECK(error_class_of(rc) == MPI_ERR_TRUNCATE, "class %d, expected MPI_ERR_TRUNCATE", error_class_of(rc));
-            unsigned char *h = p2p_alloc(cap);
-            ocl_read(&e, m, 0, h, cap);
-            P2P_CHECK_BYTES(h, cap, 23, "the part that fits");
+            unsigned char *h = p2p_alloc(n);
+            ocl_read(&e, m, 0, h, n);
+            /* A blocking send of less than one chunk travels as one staged payload, and
+             * MPICH may then deliver none of it on truncation (MPI leaves the buffer's
+             * content undefined); an envelope-led transfer delivers the part that fits.
+             * Either way nothing past the receive buffer is written. */
+            size_t first_sentinel = 0;
+            while (first_sentinel < cap && h[first_sentinel] == 0xA5) ++first_sentinel;
+            if (first_sentinel != cap) P2P_CHECK_BYTES(h, cap, 23, "the part that fits, where delivered");
+            P2P_CHECK_UNTOUCHED(h + cap, n - cap, 0xA5, "the device buffer past the receive count");
             free(h);
         }
         clReleaseMemObject(m);

@@ -530,8 +530,10 @@ int OpenClAccel::capture(void *addr, std::size_t bytes, const BufferAttrs &attrs
     if (attrs.within_call && attrs.queue && !attrs.event && is_in_order(static_cast<cl_command_queue>(attrs.queue))) {
         std::shared_ptr<opencl::CacheEntry> entry = cache_->acquire(user_context, user_device, why);
         if (!entry) return MPI_ERR_OTHER;
-        *out = std::make_unique<OpenClDeviceBuffer>(std::move(entry), MemRef::retain(mem), attrs.offset, bytes,
-                                                    static_cast<cl_command_queue>(attrs.queue));
+        auto buffer = std::make_unique<OpenClDeviceBuffer>(std::move(entry), MemRef::retain(mem), attrs.offset, bytes,
+                                                           static_cast<cl_command_queue>(attrs.queue));
+        buffer->mark_blocking_call();
+        *out = std::move(buffer);
         return MPI_SUCCESS;
     }
 
@@ -541,8 +543,10 @@ int OpenClAccel::capture(void *addr, std::size_t bytes, const BufferAttrs &attrs
 
     std::shared_ptr<opencl::CacheEntry> entry = cache_->acquire(user_context, user_device, why);
     if (!entry) return MPI_ERR_OTHER;
-    *out = std::make_unique<OpenClDeviceBuffer>(std::move(entry), MemRef::retain(mem), attrs.offset, bytes,
-                                                std::move(dependency));
+    auto buffer = std::make_unique<OpenClDeviceBuffer>(std::move(entry), MemRef::retain(mem), attrs.offset, bytes,
+                                                       std::move(dependency));
+    if (attrs.within_call) buffer->mark_blocking_call();
+    *out = std::move(buffer);
     return MPI_SUCCESS;
 }
 

@@ -54,8 +54,13 @@ public:
     // entry (and its pool) dies with its last buffer.
     PinnedPool *staging_pool() override { return &entry_->pinned_pool(); }
     // From the entry's ReceiveBounces, once a payload of kOfferBouncesFrom bytes or more
-    // arrived in pageable memory for one of its buffers.
-    void *acquire_receive_bounce(std::size_t bytes) override { return entry_->receive_bounces().acquire(bytes); }
+    // arrived in pageable memory for one of its buffers, or at once for a blocking
+    // receive that large: it holds one bounce at a time (a window of nonblocking ones
+    // could hold many), and blocking device sends below a chunk arrive as payloads.
+    void *acquire_receive_bounce(std::size_t bytes) override {
+        if (blocking_call_ && bytes >= kOfferBouncesFrom) entry_->receive_bounces().offer();
+        return entry_->receive_bounces().acquire(bytes);
+    }
     void release_receive_bounce(void *bounce) override { entry_->receive_bounces().release(bounce); }
     void note_pageable_payload(std::size_t bytes) override {
         if (bytes >= kOfferBouncesFrom) entry_->receive_bounces().offer();
@@ -64,6 +69,8 @@ public:
     // against 7.35 on the H200 machine); at 64 KiB it is 3.5 GB/s against 6.5.
     static constexpr std::size_t kOfferBouncesFrom = 64u << 10;
     std::unique_ptr<Completion> dependency() override;
+    // Captured for a blocking call (BufferAttrs::within_call).
+    void mark_blocking_call() { blocking_call_ = true; }
 
     cl_mem mem() const { return mem_.get(); }
     // Where the region starts in mem() (MPIX_ACC_OFFSET).
@@ -86,6 +93,7 @@ private:
 
     opencl::EventRef dependency_;
     cl_command_queue user_queue_ = nullptr;  // within a blocking call (not retained)
+    bool blocking_call_ = false;
 };
 
 class OpenClAccel final : public Accel {
