@@ -59,6 +59,7 @@ int stage_device_data(MessageBuffer &mb, void *out, const char *call, std::strin
     std::unique_ptr<Completion> done;
     int rc = mb.device->copy_to_host(0, out, mb.bytes, &done, why);
     if (rc != MPI_SUCCESS) return rc;
+    if (!transfers_in_flight()) done->wait_bounded();
     progress_until([&] { return done->test(); });
     if (done->error() != MPI_SUCCESS) {
         *why = std::string(call) + ": copying the device send buffer to host memory failed";
@@ -143,6 +144,7 @@ int run_to_completion(Op *op) {
         if (!op->complete) {
             StateLock lock;
             op->progress();
+            if (!op->complete && context().pending.get() == 1) op->wait_for_device();
         }
     }
     settle_pending(op);

@@ -180,6 +180,13 @@ void RecvOp::progress() {
     }
 }
 
+void RecvOp::wait_for_device() {
+    if (state_ == State::PAYLOAD_COPY && payload_copy_)
+        payload_copy_->wait_bounded();
+    else if (state_ == State::IPC_PULL)
+        for (auto &c : ipc_copies_) c->wait_bounded();
+}
+
 void RecvOp::matched_from(const MPI_Status &st) {
     std::size_t len = received_bytes(st);
     if (!data_in_user_buffer_) {

@@ -476,7 +476,8 @@ public:
           src_(src),
           len_(len),
           deps_(std::move(deps)),
-          keep_(std::move(keep)) {}
+          keep_(std::move(keep)),
+          bounded_(deps_.empty()) {}
 
     // Enqueue now, or (host_orders) once the dependencies have completed. Fails only
     // on an error to report at once.
@@ -516,6 +517,20 @@ public:
     }
     int error() const override { return error_; }
     const std::string &what() const { return what_; }
+
+    // With no dependency the copy only waits for earlier copies on our own stream. The
+    // event has no blocking-sync flag, so the driver spins: it saw an 8-byte copy end as
+    // soon as a tight cudaEventQuery loop did (7.80 against 7.74 us, H200 machine).
+    void wait_bounded() override {
+        if (finished_ || !started_ || !bounded_ || tracker_->known_done(seq_)) return;
+        cudaError_t e = cudaEventSynchronize(done_->get());
+        if (e != cudaSuccess) {
+            fail("cudaEventSynchronize after cudaMemcpyAsync: " + cuda_text(quiet(e)));
+            finish();
+            return;
+        }
+        tracker_->note_done(seq_);
+    }
 
 private:
     // 1: all reached, 0: some pending, -1: one failed (error_ set).
@@ -594,6 +609,7 @@ private:
     std::vector<std::shared_ptr<EventRef>> deps_;
     std::vector<std::shared_ptr<void>> keep_;  // e.g. the IPC mapping read from
     std::shared_ptr<EventRef> done_;
+    const bool bounded_;  // no user or peer dependency: ends within its own running time
     bool started_ = false;
     bool finished_ = false;
     int error_ = MPI_SUCCESS;
