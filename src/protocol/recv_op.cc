@@ -180,9 +180,13 @@ void RecvOp::progress() {
     }
 }
 
+// Not in the pipeline's DATA state: blocked in the driver there, MPICH would not move the
+// next chunks meanwhile.
 void RecvOp::wait_for_device() {
     if (state_ == State::PAYLOAD_COPY && payload_copy_)
         payload_copy_->wait_bounded();
+    else if (state_ == State::PAYLOAD_STAGE && !chunks_.empty() && chunks_.front().copy)
+        chunks_.front().copy->wait_bounded();
     else if (state_ == State::IPC_PULL)
         for (auto &c : ipc_copies_) c->wait_bounded();
 }
