@@ -163,6 +163,7 @@ OpenClSettings OpenClSettings::from_knobs() {
     settings.cache_entries = k.opencl_cache_size;
     settings.slot_size = k.chunk_size;
     settings.pool_bytes = k.pool_size;
+    settings.receive_bounce_bytes = k.opencl_receive_bounces;
     return settings;
 }
 
@@ -262,6 +263,7 @@ void OpenClAccel::initialise() {
         opencl::EntrySettings entry_settings;
         entry_settings.slot_size = settings_.slot_size;
         entry_settings.pool_bytes = settings_.pool_bytes;
+        entry_settings.receive_bounce_bytes = settings_.receive_bounce_bytes;
         cache_ = std::make_unique<opencl::ObjectCache>(
             settings_.cache_entries > 0 ? static_cast<std::size_t>(settings_.cache_entries) : 0, entry_settings);
         initialised_.store(true, std::memory_order_release);

@@ -25,6 +25,7 @@ struct OpenClSettings {
     long cache_entries = 4;              // opencl_cache_size; 0 (or less) = cache off
     std::size_t slot_size = 256u << 10;  // chunk_size: one staging slot per pipeline chunk
     std::size_t pool_bytes = 64u << 20;  // pool_size: pinned memory per (context, device)
+    std::size_t receive_bounce_bytes = 128u << 20;  // opencl_receive_bounces, per entry
     static OpenClSettings from_knobs();
 };
 
