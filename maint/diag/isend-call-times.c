@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "call_timer.h"
+#include "cuda_calls.h"
 
 enum { MAX_CALLS = 256 };
 static int inside = 0, ncalls = 0;
@@ -32,28 +33,14 @@ static void note(const char *name, double us) {
     }
 }
 
-WRAP(cudaError_t, cudaEventRecord, (cudaEvent_t e, cudaStream_t s), (e, s))
 WRAP(cudaError_t, cudaEventQuery, (cudaEvent_t e), (e))
 WRAP(cudaError_t, cudaEventCreateWithFlags, (cudaEvent_t * e, unsigned f), (e, f))
-WRAP(cudaError_t, cudaStreamWaitEvent, (cudaStream_t s, cudaEvent_t e, unsigned f), (s, e, f))
-WRAP(cudaError_t, cudaStreamIsCapturing, (cudaStream_t s, enum cudaStreamCaptureStatus *c), (s, c))
-WRAP(cudaError_t, cudaStreamGetDevice, (cudaStream_t s, int *d), (s, d))
-WRAP(cudaError_t, cudaIpcGetMemHandle, (cudaIpcMemHandle_t * h, void *p), (h, p))
-WRAP(cudaError_t, cudaIpcGetEventHandle, (cudaIpcEventHandle_t * h, cudaEvent_t e), (h, e))
-WRAP(cudaError_t, cudaPointerGetAttributes, (struct cudaPointerAttributes * a, const void *p), (a, p))
-WRAP(cudaError_t, cudaSetDevice, (int d), (d))
-WRAP(cudaError_t, cudaGetDevice, (int *d), (d))
-WRAP(cudaError_t, cudaMemcpyAsync, (void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st),
-     (d, s, n, k, st))
-WRAP(int, PMPI_Isend, (const void *b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
-     (b, c, t, d, tag, comm, r))
 WRAP(int, PMPI_Test, (MPI_Request * r, int *f, MPI_Status *s), (r, f, s))
 WRAP(int, PMPI_Improbe, (int s, int t, MPI_Comm c, int *f, MPI_Message *m, MPI_Status *st), (s, t, c, f, m, st))
 WRAP(int, PMPI_Grequest_start,
      (MPI_Grequest_query_function * q, MPI_Grequest_free_function *f, MPI_Grequest_cancel_function *c, void *x,
       MPI_Request *r),
      (q, f, c, x, r))
-WRAP(int, PMPI_Type_get_attr, (MPI_Datatype t, int k, void *v, int *f), (t, k, v, f))
 
 int MPI_Isend(const void *b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r) {
     static int (*real)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);

@@ -53,6 +53,7 @@ static void add(const char *name, double start, double dur, int aux) {
 
 /* WRAP's hook (call_timer.h): start = end - duration. */
 static void note(const char *name, double us) { add(name, now_us() - us, us, 0); }
+#include "cuda_calls.h"
 
 /* Calls whose result the timeline needs: WRAP_FLAG stores *flag, WRAP_QUERY whether the
  * work was done. */
@@ -77,21 +78,8 @@ static void note(const char *name, double us) { add(name, now_us() - us, us, 0);
 
 WRAP_QUERY(cudaEventQuery, cudaEvent_t)
 WRAP_QUERY(cudaStreamQuery, cudaStream_t)
-WRAP(cudaError_t, cudaEventRecord, (cudaEvent_t e, cudaStream_t s), (e, s))
-WRAP(cudaError_t, cudaStreamWaitEvent, (cudaStream_t s, cudaEvent_t e, unsigned f), (s, e, f))
 WRAP(cudaError_t, cudaStreamSynchronize, (cudaStream_t s), (s))
 WRAP(cudaError_t, cudaEventSynchronize, (cudaEvent_t e), (e))
-WRAP(cudaError_t, cudaStreamIsCapturing, (cudaStream_t s, enum cudaStreamCaptureStatus *c), (s, c))
-WRAP(cudaError_t, cudaStreamGetDevice, (cudaStream_t s, int *d), (s, d))
-WRAP(cudaError_t, cudaIpcGetMemHandle, (cudaIpcMemHandle_t * h, void *p), (h, p))
-WRAP(cudaError_t, cudaIpcGetEventHandle, (cudaIpcEventHandle_t * h, cudaEvent_t e), (h, e))
-WRAP(cudaError_t, cudaPointerGetAttributes, (struct cudaPointerAttributes * a, const void *p), (a, p))
-WRAP(cudaError_t, cudaSetDevice, (int d), (d))
-WRAP(cudaError_t, cudaGetDevice, (int *d), (d))
-WRAP(cudaError_t, cudaMemcpyAsync, (void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st),
-     (d, s, n, k, st))
-WRAP(int, PMPI_Isend, (const void *b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
-     (b, c, t, d, tag, comm, r))
 WRAP(int, PMPI_Irecv, (void *b, int c, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Request *r),
      (b, c, t, s, tag, comm, r))
 WRAP(int, PMPI_Recv, (void *b, int c, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Status *st),
@@ -100,7 +88,6 @@ WRAP(int, PMPI_Send, (const void *b, int c, MPI_Datatype t, int d, int tag, MPI_
 WRAP(int, PMPI_Mrecv, (void *b, int c, MPI_Datatype t, MPI_Message *m, MPI_Status *st), (b, c, t, m, st))
 WRAP(int, PMPI_Wait, (MPI_Request * r, MPI_Status *s), (r, s))
 WRAP(int, PMPI_Request_free, (MPI_Request * r), (r))
-WRAP(int, PMPI_Type_get_attr, (MPI_Datatype t, int k, void *v, int *f), (t, k, v, f))
 WRAP_FLAG(PMPI_Test, (MPI_Request * r, int *f, MPI_Status *s), (r, f, s), f)
 WRAP_FLAG(PMPI_Request_get_status, (MPI_Request r, int *f, MPI_Status *s), (r, f, s), f)
 WRAP_FLAG(PMPI_Improbe, (int s, int t, MPI_Comm c, int *f, MPI_Message *m, MPI_Status *st), (s, t, c, f, m, st), f)
