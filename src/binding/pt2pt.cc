@@ -209,8 +209,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
         }
         // Without a pull, a message below one packet takes a single staged copy (BRIEF
         // P2): RTS/CTS would only add a round trip before the same copies.
-        const std::size_t eager_max = ipc_candidate ? ctx.knobs.device_eager_max : staged_eager_max(ctx.knobs);
-        if (may_go_eager && mb.bytes <= eager_max && !ipc_candidate) {
+        if (!ipc_candidate && may_go_eager && mb.bytes <= staged_eager_max(ctx.knobs)) {
             // Small device data from a blocking send: staged whole, sent as the plain
             // payload (DESIGN 2.2), through a pinned slot when one is free.
             PinnedPool *pool = mb.device->staging_pool();

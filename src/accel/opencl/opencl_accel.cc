@@ -179,7 +179,12 @@ OpenClDeviceBuffer::OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry
 
 OpenClDeviceBuffer::OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry, MemRef mem, std::size_t offset,
                                        std::size_t bytes, cl_command_queue queue)
-    : entry_(std::move(entry)), mem_(std::move(mem)), region_offset_(offset), bytes_(bytes), user_queue_(queue) {}
+    : entry_(std::move(entry)),
+      mem_(std::move(mem)),
+      region_offset_(offset),
+      bytes_(bytes),
+      user_queue_(queue),
+      blocking_call_(true) {}
 
 // Within a blocking call the caller has enqueued nothing since the call began, so a
 // marker taken now orders what follows exactly as one taken at the start would.
@@ -532,10 +537,8 @@ int OpenClAccel::capture(void *addr, std::size_t bytes, const BufferAttrs &attrs
     if (attrs.within_call && attrs.queue && !attrs.event && is_in_order(static_cast<cl_command_queue>(attrs.queue))) {
         std::shared_ptr<opencl::CacheEntry> entry = cache_->acquire(user_context, user_device, why);
         if (!entry) return MPI_ERR_OTHER;
-        auto buffer = std::make_unique<OpenClDeviceBuffer>(std::move(entry), MemRef::retain(mem), attrs.offset, bytes,
-                                                           static_cast<cl_command_queue>(attrs.queue));
-        buffer->mark_blocking_call();
-        *out = std::move(buffer);
+        *out = std::make_unique<OpenClDeviceBuffer>(std::move(entry), MemRef::retain(mem), attrs.offset, bytes,
+                                                    static_cast<cl_command_queue>(attrs.queue));
         return MPI_SUCCESS;
     }
 

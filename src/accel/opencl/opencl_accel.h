@@ -70,7 +70,8 @@ public:
     // against 7.35 on the H200 machine); at 64 KiB it is 3.5 GB/s against 6.5.
     static constexpr std::size_t kOfferBouncesFrom = 64u << 10;
     std::unique_ptr<Completion> dependency() override;
-    // Captured for a blocking call (BufferAttrs::within_call).
+    // Captured for a blocking call (BufferAttrs::within_call); the constructor that takes
+    // the user's queue is only ever used for one.
     void mark_blocking_call() { blocking_call_ = true; }
 
     cl_mem mem() const { return mem_.get(); }
