@@ -179,12 +179,10 @@ OpenClDeviceBuffer::OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry
 
 OpenClDeviceBuffer::OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry, MemRef mem, std::size_t offset,
                                        std::size_t bytes, cl_command_queue queue)
-    : entry_(std::move(entry)),
-      mem_(std::move(mem)),
-      region_offset_(offset),
-      bytes_(bytes),
-      user_queue_(queue),
-      blocking_call_(true) {}
+    : OpenClDeviceBuffer(std::move(entry), std::move(mem), offset, bytes, EventRef{}) {
+    user_queue_ = queue;
+    blocking_call_ = true;
+}
 
 // Within a blocking call the caller has enqueued nothing since the call began, so a
 // marker taken now orders what follows exactly as one taken at the start would.
