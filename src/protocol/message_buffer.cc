@@ -279,10 +279,45 @@ int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAtt
     return MPI_SUCCESS;
 }
 
-void abandon_chunks(std::vector<ChunkState> *chunks) {
+void stop_chunks(std::vector<ChunkState> *chunks, ChunkFlow flow) {
     for (auto &c : *chunks) {
-        netmod().abandon(&c.request);
-        if (c.staging) c.pool->release(c.staging);
+        if (c.request == MPI_REQUEST_NULL) continue;
+        if (flow == ChunkFlow::SENDING)
+            netmod().abandon(&c.request);
+        else
+            PMPI_Cancel(&c.request);
+    }
+}
+
+bool retire_stopped_chunks(std::vector<ChunkState> *chunks) {
+    for (auto it = chunks->begin(); it != chunks->end();) {
+        if (it->copy && !it->copy->test()) {
+            ++it;
+            continue;
+        }
+        it->copy.reset();
+        if (it->request != MPI_REQUEST_NULL && !netmod().test(&it->request)) {
+            ++it;
+            continue;
+        }
+        if (it->staging) it->pool->release(it->staging);
+        MPIACC_COUNT("protocol.chunks_retired");
+        it = chunks->erase(it);
+    }
+    return chunks->empty();
+}
+
+void retire_chunks_now(std::vector<ChunkState> *chunks, ChunkFlow flow) {
+    if (chunks->empty()) return;
+    stop_chunks(chunks, flow);
+    // Copies end within their running time and cancelled or matched receives within the
+    // sender's; a second is far past either unless the peer or the device is gone.
+    const double deadline = PMPI_Wtime() + 1.0;
+    while (!retire_stopped_chunks(chunks) && PMPI_Wtime() < deadline) {
+    }
+    for (auto &c : *chunks) {
+        if (c.request != MPI_REQUEST_NULL) PMPI_Request_free(&c.request);
+        MPIACC_COUNT("protocol.chunks_left_unretired");
     }
     chunks->clear();
 }

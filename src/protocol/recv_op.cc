@@ -107,7 +107,7 @@ RecvOp::~RecvOp() {
     ctx.in_place_ranges.remove(in_place_range_);
     if (registered_) ctx.receivers.erase({peer_, envelope_.transfer_id});
     leave_pipeline();
-    abandon_chunks(&chunks_);
+    retire_chunks_now(&chunks_, ChunkFlow::RECEIVING);
     if (reserved_slot_) pool_->release(reserved_slot_);
     for (MPI_Request *r : {&matching_request_, &control_request_, &data_request_}) {
         if (*r == MPI_REQUEST_NULL) continue;
@@ -125,10 +125,33 @@ int RecvOp::cancel() {
 void RecvOp::fail(int error_class, const std::string &what) {
     error = make_error_code(error_class, call, what);
     leave_pipeline();
-    abandon_chunks(&chunks_);
-    netmod().abandon(&data_request_);
+    if (registered_) {
+        context().receivers.erase({peer_, envelope_.transfer_id});
+        registered_ = false;
+    }
+    // What is still in flight keeps the op incomplete until it ends (progress): a chunk
+    // receive or a direct receive MPICH had matched would write after the call returned.
+    stop_chunks(&chunks_, ChunkFlow::RECEIVING);
+    retire_stopped_chunks(&chunks_);
+    if (data_request_ != MPI_REQUEST_NULL) PMPI_Cancel(&data_request_);
     status.MPI_ERROR = error;
     PMPI_Status_set_elements_x(&status, MPI_BYTE, 0);
+    state_ = State::DONE;
+}
+
+void RecvOp::drain(int error_class, const std::string &what) {
+    if (draining_) return;
+    error = make_error_code(error_class, call, what);
+    draining_ = true;
+}
+
+void RecvOp::finish_drain() {
+    set_status(&status, status.MPI_SOURCE, status.MPI_TAG, 0, error, false);
+    if (registered_) {
+        context().receivers.erase({peer_, envelope_.transfer_id});
+        registered_ = false;
+    }
+    leave_pipeline();
     state_ = State::DONE;
 }
 
@@ -171,10 +194,15 @@ void RecvOp::progress() {
             }
             break;
         case State::IPC_PULL: ipc_step(); break;
+        case State::DONE:  // failed with chunks or a direct receive still in flight
+            retire_stopped_chunks(&chunks_);
+            netmod().test(&data_request_);
+            break;
         default: break;
     }
     netmod().test(&control_request_);
-    if ((state_ == State::DONE || state_ == State::FIN) && control_request_ == MPI_REQUEST_NULL) {
+    if ((state_ == State::DONE || state_ == State::FIN) && control_request_ == MPI_REQUEST_NULL &&
+        chunks_.empty() && data_request_ == MPI_REQUEST_NULL) {
         state_ = State::DONE;
         complete = true;
     }
@@ -465,24 +493,19 @@ void RecvOp::pipeline_step() {
         bool done = false;
         if (c.stage == ChunkState::Stage::NETWORK) {
             if (netmod().test(&c.request)) {
-                if (c.staging) {
-                    std::string why;
-                    int rc = dest_.device->copy_from_host(c.offset, c.staging, c.len, &c.copy, &why);
-                    if (rc != MPI_SUCCESS) {
-                        fail(rc, "copying a chunk into device memory failed: " + why);
-                        return;
-                    }
+                std::string why;
+                int rc = MPI_SUCCESS;
+                if (c.staging && !draining_)
+                    rc = dest_.device->copy_from_host(c.offset, c.staging, c.len, &c.copy, &why);
+                if (rc != MPI_SUCCESS) drain(rc, "copying a chunk into device memory failed: " + why);
+                if (c.copy)
                     c.stage = ChunkState::Stage::LANDING;
-                } else {
+                else
                     done = true;
-                }
             }
         }
         if (c.stage == ChunkState::Stage::LANDING && c.copy->test()) {
-            if (c.copy->error() != MPI_SUCCESS) {
-                fail(c.copy->error(), "copying a chunk into device memory failed");
-                return;
-            }
+            if (c.copy->error() != MPI_SUCCESS) drain(c.copy->error(), "copying a chunk into device memory failed");
             done = true;
         }
         if (done) {
@@ -526,11 +549,17 @@ void RecvOp::pipeline_step() {
         state_ = State::DATA;
         send_control(ControlType::CTS, static_cast<std::uint16_t>(mode_));
     }
-    if (chunks_done_ == nchunks_) finish_data();
+    if (chunks_done_ == nchunks_) {
+        if (draining_)
+            finish_drain();
+        else
+            finish_data();
+    }
 }
 
 void RecvOp::ipc_step() {
-    if (ipc_copies_.empty() && bytes_ > 0 && ipc_source_) {
+    if (!ipc_issued_ && bytes_ > 0 && ipc_source_) {
+        ipc_issued_ = true;
         // One copy by default (MPIACC_IPC_CHUNK_SIZE=0): on the H200 machine, splitting a
         // pull into 4 MiB copies cost 20-25% of the bandwidth at 16-64 MiB.
         const std::size_t knob = context().knobs.ipc_chunk_size;
@@ -543,24 +572,26 @@ void RecvOp::ipc_step() {
                          ? ipc_source_->copy_to_host(off, dest_.contiguous_host() + off, len, &done, &why)
                          : ipc_source_->copy_to_device(off, *dest_.device, off, len, &done, &why);
             if (rc != MPI_SUCCESS) {
-                fail(rc, "IPC pull from the sender's device memory failed: " + why);
-                send_control(ControlType::FIN, static_cast<std::uint16_t>(rc));
-                state_ = State::FIN;
-                return;
+                ipc_error_ = rc;
+                ipc_why_ = why;
+                break;
             }
             ipc_copies_.push_back(std::move(done));
         }
     }
+    // Every pull issued must end, failed or not, before the FIN: it releases the sender's
+    // buffer, and a pull still running would read it after the sender's call returned.
     for (auto &c : ipc_copies_) {
         if (!c->test()) return;
-        if (c->error() != MPI_SUCCESS) {
-            int err = c->error();
-            ipc_copies_.clear();
-            fail(err, "IPC pull from the sender's device memory failed");
-            send_control(ControlType::FIN, static_cast<std::uint16_t>(err));
-            state_ = State::FIN;
-            return;
-        }
+        if (c->error() != MPI_SUCCESS && ipc_error_ == MPI_SUCCESS) ipc_error_ = c->error();
+    }
+    if (ipc_error_ != MPI_SUCCESS) {
+        ipc_copies_.clear();
+        ipc_source_.reset();
+        fail(ipc_error_, "IPC pull from the sender's device memory failed" + (ipc_why_.empty() ? "" : ": " + ipc_why_));
+        send_control(ControlType::FIN, static_cast<std::uint16_t>(ipc_error_));
+        state_ = State::FIN;
+        return;
     }
     ipc_copies_.clear();
     ipc_source_.reset();

@@ -61,7 +61,7 @@ int SendOp::start(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, Send
 
 SendOp::~SendOp() {
     if (registered_) context().senders.erase(id_);
-    abandon_chunks(&chunks_);
+    retire_chunks_now(&chunks_, ChunkFlow::SENDING);
     if (envelope_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&envelope_request_);
     if (data_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&data_request_);
     if (abort_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&abort_request_);
@@ -101,7 +101,9 @@ void SendOp::fail(int error_class, const char *what) {
         netmod().send_bytes(&abort_msg_, sizeof abort_msg_, peer_, kControlTag, &abort_request_);
         aborted_to_peer_ = true;
     }
-    abandon_chunks(&chunks_);
+    // Copies still running into staging slots keep the op incomplete (progress).
+    stop_chunks(&chunks_, ChunkFlow::SENDING);
+    retire_stopped_chunks(&chunks_);
     set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, error, false);
     state_ = State::DONE;
 }
@@ -120,7 +122,9 @@ void SendOp::progress() {
         }
     }
     netmod().test(&abort_request_);
-    if (state_ == State::DONE && envelope_request_ == MPI_REQUEST_NULL && abort_request_ == MPI_REQUEST_NULL)
+    if (state_ == State::DONE && !chunks_.empty()) retire_stopped_chunks(&chunks_);  // failed
+    if (state_ == State::DONE && envelope_request_ == MPI_REQUEST_NULL && abort_request_ == MPI_REQUEST_NULL &&
+        chunks_.empty())
         complete = true;
 }
 

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <algorithm>
@@ -114,9 +115,22 @@ struct ChunkState {
     enum class Stage { COPYING, NETWORK, LANDING } stage = Stage::COPYING;
 };
 
-// Abandons every chunk still on the network and gives its staging slot back (a transfer
-// that failed or is destroyed early).
-void abandon_chunks(std::vector<ChunkState> *chunks);
+// Chunks of a transfer that ended early (it failed, or was destroyed unfinished). A
+// staging slot goes back to its pool only once nothing can touch it any more: a device
+// copy still running into it, or a receive MPICH had already matched (a cancel cannot
+// stop that one), would otherwise write into whichever transfer took the slot next.
+// So that nothing lands in the user's buffer after the call has returned either, a
+// failed op completes only once its chunks are retired.
+enum class ChunkFlow { SENDING, RECEIVING };
+// Stops what can be stopped: receives are cancelled (one already matched still
+// completes when its data arrives, so it is kept and tested); sends only read their
+// slot and are cancelled and freed at once. Device copies cannot be stopped.
+void stop_chunks(std::vector<ChunkState> *chunks, ChunkFlow flow);
+// Releases the chunks whose copy and request have ended. True once none is left.
+bool retire_stopped_chunks(std::vector<ChunkState> *chunks);
+// For a destructor: stops the chunks and waits a bounded time for them to end (what
+// is left then keeps its slot until the pool itself goes at finalize).
+void retire_chunks_now(std::vector<ChunkState> *chunks, ChunkFlow flow);
 
 class SendOp : public Op {
 public:
@@ -191,6 +205,11 @@ public:
 private:
     RecvOp() = default;
     void fail(int error_class, const std::string &what);
+    // A failure of this side while the sender goes on sending (a chunk's device copy):
+    // the remaining chunks are still received, and dropped, so that the sender's posted
+    // sends complete; the receive then completes with the error (finish_drain).
+    void drain(int error_class, const std::string &what);
+    void finish_drain();
     void matched_from(const MPI_Status &st);
     void on_matched(const MPI_Status &st, const void *data, std::size_t len);
     void deliver_payload(const void *data, std::size_t len);
@@ -233,9 +252,13 @@ private:
     PinnedPool *pool_ = nullptr;
     std::unique_ptr<DeviceBuffer> ipc_source_;
     std::vector<std::unique_ptr<Completion>> ipc_copies_;
+    bool ipc_issued_ = false;
+    int ipc_error_ = MPI_SUCCESS;  // the first pull that failed, to or in the driver
+    std::string ipc_why_;
     bool registered_ = false;
     bool admitted_ = false;  // counted in Context::pipelines_from
     bool queued_ = false;    // waited for admission at least once
+    bool draining_ = false;  // see drain()
 };
 
 // MPI_*_init requests: arguments kept, a fresh SendOp/RecvOp per MPI_Start.

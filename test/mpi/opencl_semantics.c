@@ -19,6 +19,7 @@ static const char *cases[] = {
     "unknown_buffer_kind_value_gives_err_arg",
     "bsend_and_ibsend_from_cl_mem_complete_locally_and_deliver_the_bytes_of_the_call",
     "one_type_is_read_anew_after_each_attribute_change",
+    "isend_whose_event_fails_fails_on_both_sides_and_later_pipelines_arrive_intact",
 };
 
 static int error_class_of(int rc) {
@@ -396,6 +397,91 @@ int main(int argc, char **argv) {
         }
         free(h);
         free(r);
+        clReleaseMemObject(m);
+        MPI_Type_free(&t);
+    }
+    MT_CASE(cases[c++]) {
+        /* The sender's event fails once the transfer is under way: its staging copies end
+         * in error, it tells the receiver (ABORT), and both calls fail with MPI_ERR_OTHER.
+         * Into a cl_mem and into host memory (chunk receives into the user's buffer);
+         * pipelines of the same size then still arrive byte for byte. */
+        const size_t n = ((size_t)8 << 20) + 3;
+        const int tag = 3500;
+        MPI_Datatype t = ocl_type(&e);
+        cl_mem m = ocl_alloc(&e, n);
+        unsigned char *h = p2p_alloc(n);
+        for (int into_host = 0; into_host < 2; ++into_host) {
+            const int tg = tag + 10 * into_host;
+            if (mt_rank == 0) {
+                cl_int err;
+                cl_event gate = clCreateUserEvent(e.context, &err);
+                MPI_Datatype gated;
+                MPI_Type_dup(t, &gated);
+                MPI_Type_set_attr(gated, MPIX_ACC_EVENT, (void *)gate);
+                MPI_Request r;
+                MT_CHECK(MPI_Isend(m, (int)n, gated, 1, tg, MPI_COMM_WORLD, &r) == MPI_SUCCESS, "isend failed");
+                MPI_Type_free(&gated);
+                /* Progress until the receiver's CTS has most likely come back. */
+                MPI_Barrier(MPI_COMM_WORLD);
+                for (double t0 = MPI_Wtime(); MPI_Wtime() - t0 < 0.1;) {
+                    int flag = 0;
+                    MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+                    MT_CHECK(!flag, "the gated send completed before its event was set");
+                    if (flag) break;
+                }
+                clSetUserEventStatus(gate, -1);
+                MPI_Status st;
+                int rc = MPI_Wait(&r, &st);
+                MT_CHECK(rc != MPI_SUCCESS && error_class_of(rc) == MPI_ERR_OTHER,
+                         "MPI_Wait on the send whose event failed gave class %d", error_class_of(rc));
+                clReleaseEvent(gate);
+            } else if (mt_rank == 1) {
+                const long long retired = mpiacc_counter_value("protocol.chunks_retired");
+                MPI_Request r;
+                int rc = into_host ? MPI_Irecv(h, (int)n, MPI_BYTE, 0, tg, MPI_COMM_WORLD, &r)
+                                   : MPI_Irecv(m, (int)n, t, 0, tg, MPI_COMM_WORLD, &r);
+                MT_CHECK(rc == MPI_SUCCESS, "irecv failed");
+                MPI_Barrier(MPI_COMM_WORLD);
+                MPI_Status st;
+                rc = MPI_Wait(&r, &st);
+                MT_CHECK(rc != MPI_SUCCESS && error_class_of(rc) == MPI_ERR_OTHER,
+                         "receive of a send whose event failed (into %s) gave class %d",
+                         into_host ? "host memory" : "a cl_mem", error_class_of(rc));
+                if (rc != MPI_SUCCESS) {
+                    char msg[MPI_MAX_ERROR_STRING];
+                    int len = 0;
+                    MPI_Error_string(rc, msg, &len);
+                    MT_CHECK(strstr(msg, "MPI_Irecv") != NULL, "error string \"%s\" does not name MPI_Irecv", msg);
+                }
+                /* Its chunk receives, posted before the CTS, were cancelled and waited for. */
+                MT_CHECK(mpiacc_counter_value("protocol.chunks_retired") > retired,
+                         "no chunk of the failed receive was retired");
+            } else {
+                MPI_Barrier(MPI_COMM_WORLD);
+            }
+            /* Whole pipelines after it, device and host receives. */
+            for (int k = 0; k < 2; ++k) {
+                const int seed = tg + 1 + k;
+                if (mt_rank == 0) {
+                    mt_fill(h, n, seed);
+                    ocl_write(&e, m, 0, h, n);
+                    MT_CHECK(MPI_Send(m, (int)n, t, 1, seed, MPI_COMM_WORLD) == MPI_SUCCESS, "follow-up send failed");
+                } else if (mt_rank == 1) {
+                    memset(h, 0, n);
+                    if (k == 0) {
+                        MT_CHECK(MPI_Recv(m, (int)n, t, 0, seed, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS,
+                                 "follow-up receive into a cl_mem failed");
+                        ocl_read(&e, m, 0, h, n);
+                    } else {
+                        MT_CHECK(MPI_Recv(h, (int)n, MPI_BYTE, 0, seed, MPI_COMM_WORLD, MPI_STATUS_IGNORE) ==
+                                     MPI_SUCCESS,
+                                 "follow-up receive into host memory failed");
+                    }
+                    P2P_CHECK_BYTES(h, n, seed, "follow-up pipeline");
+                }
+            }
+        }
+        free(h);
         clReleaseMemObject(m);
         MPI_Type_free(&t);
     }
