@@ -192,8 +192,16 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
         // staged on both sides (two copies).
         const int world_dest = world_rank_of(comm, dest);
         bool ipc_candidate = mb.kind == BufKind::CUDA && ctx.knobs.ipc && same_node(world_dest);
-        const bool may_go_eager = blocking && mode != SendMode::BUFFERED && mb.bytes != kEnvelopeBytes;
-        if (ipc_candidate && may_go_eager && mb.bytes <= ctx.knobs.device_eager_max && world_dest >= 0 &&
+        // A nonblocking send may stage at the call only when that waits for nothing of the
+        // user's (BRIEF S1): CUDA data with no stream or event attribute, whose copy on
+        // our own stream ends within its running time. OpenCL captures always order
+        // after the user's queue.
+        const bool copy_is_bounded = mb.kind == BufKind::CUDA && !attrs.stream && !attrs.event;
+        const std::size_t eager_max = blocking ? staged_eager_max(ctx.knobs) : staged_isend_eager_max(ctx.knobs);
+        const bool may_go_eager = (blocking || copy_is_bounded) && mode != SendMode::BUFFERED &&
+                                  mb.bytes != kEnvelopeBytes && mb.bytes <= eager_max;
+        const std::size_t after_decline_max = blocking ? ctx.knobs.device_eager_max : eager_after_decline_max(ctx.knobs);
+        if (ipc_candidate && may_go_eager && mb.bytes <= after_decline_max && world_dest >= 0 &&
             ctx.eager_sends_left) {
             // This peer declined the last small pull (its receive was host memory, which
             // the staged eager path serves in one step: 7.8 us against 10.2 for 8 bytes
@@ -209,9 +217,9 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
         }
         // Without a pull, a message below one packet takes a single staged copy (BRIEF
         // P2): RTS/CTS would only add a round trip before the same copies.
-        if (!ipc_candidate && may_go_eager && mb.bytes <= staged_eager_max(ctx.knobs)) {
-            // Small device data from a blocking send: staged whole, sent as the plain
-            // payload (DESIGN 2.2), through a pinned slot when one is free.
+        if (!ipc_candidate && may_go_eager) {
+            // Small device data: staged whole, sent as the plain payload (DESIGN 2.2),
+            // through a pinned slot when one is free.
             PinnedPool *pool = mb.device->staging_pool();
             void *slot = (pool && mb.bytes <= pool->slot_size()) ? pool->acquire() : nullptr;
             std::vector<char> heap;
@@ -221,14 +229,37 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
                 staging = heap.data();
             }
             rc = stage_device_data(mb, staging, call, &why);
-            if (rc == MPI_SUCCESS) {
-                MPIACC_COUNT("protocol.send.eager_device");
+            if (rc != MPI_SUCCESS) {
+                if (slot) pool->release(slot);
+                return raise_error(comm, rc, call, why);
+            }
+            MPIACC_COUNT("protocol.send.eager_device");
+            if (blocking) {
                 rc = pmpi_send(staging, static_cast<int>(mb.bytes), MPI_BYTE, dest, tag, comm, mode, nullptr);
                 if (slot) pool->release(slot);
                 return rc;
             }
-            if (slot) pool->release(slot);
-            return raise_error(comm, rc, call, why);
+            MPI_Request payload;
+            rc = pmpi_send(staging, static_cast<int>(mb.bytes), MPI_BYTE, dest, tag, comm, mode, &payload);
+            if (rc != MPI_SUCCESS) {
+                if (slot) pool->release(slot);
+                return rc;
+            }
+            // MPICH copies a small payload out at once: then nothing is left in flight, and
+            // the next send of a window may wait for its copy in the driver (not with an
+            // op pending: progress would poll every one between copies).
+            int sent = 0;
+            if (mode != SendMode::SYNCHRONOUS) rc = PMPI_Test(&payload, &sent, MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS || sent) {
+                if (slot) pool->release(slot);
+                if (rc == MPI_SUCCESS) *request = completed_request();
+                return rc;
+            }
+            std::unique_ptr<Op> op(new StagedSendOp(slot, pool, std::move(heap), payload));
+            op->comm = comm;
+            op->call = call;
+            *request = register_user_op(std::move(op), Op::Handle::GREQUEST, MPI_REQUEST_NULL);
+            return MPI_SUCCESS;
         }
         if (mode == SendMode::BUFFERED) {
             // MPI_Bsend completes locally (DESIGN 2.5): take the data off the device now.

@@ -131,7 +131,7 @@ void SendOp::progress() {
 void SendOp::start_data() {
     Context &ctx = context();
     auto type = static_cast<ControlType>(reply_.type);
-    const bool small = source_.bytes <= ctx.knobs.device_eager_max;
+    const bool small = source_.bytes <= eager_after_decline_max(ctx.knobs);
     if (type == ControlType::FIN) {
         // IPC pull: the receiver copied the data itself.
         MPIACC_COUNT("protocol.send.ipc");
@@ -297,5 +297,31 @@ void SendOp::finish() {
         registered_ = false;
     }
 }
+
+StagedSendOp::~StagedSendOp() {
+    // Only at finalize with the send unfinished: a send only reads its slot.
+    netmod().abandon(&request_);
+    if (slot_) pool_->release(slot_);
+}
+
+void StagedSendOp::progress() {
+    int flag = 0;
+    MPI_Status st;
+    int rc = PMPI_Test(&request_, &flag, &st);
+    if (rc != MPI_SUCCESS) {
+        error = rc;
+        flag = 1;
+    }
+    if (!flag) return;
+    int cancelled = 0;
+    if (rc == MPI_SUCCESS) PMPI_Test_cancelled(&st, &cancelled);
+    set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, error, cancelled != 0);
+    if (slot_) pool_->release(slot_);
+    slot_ = nullptr;
+    heap_.clear();
+    complete = true;
+}
+
+int StagedSendOp::cancel() { return request_ == MPI_REQUEST_NULL ? MPI_SUCCESS : PMPI_Cancel(&request_); }
 
 }  // namespace mpiacc

@@ -694,6 +694,63 @@ static void c_small_sends_follow_the_receivers_memory(void) {
     }
 }
 
+/* Small nonblocking device sends with nothing of the user's to wait for go staged at the
+ * call, as the plain payload, when no pull is on offer (MPIACC_IPC=0); with a stream
+ * attribute they keep the handshake. Either way MPI_Issend stays synchronous, a host
+ * send after them arrives after them, and the bytes are the call's. */
+static void c_small_isends_stage_at_the_call_unless_they_depend_on_a_stream(void) {
+    const char *ipc_knob = getenv("MPIACC_IPC");
+    const int ipc = !CUDA_P2P_NO_IPC && !(ipc_knob && (!strcmp(ipc_knob, "0") || !strcmp(ipc_knob, "off") ||
+                                                       !strcmp(ipc_knob, "no")));
+    static const size_t sz[] = {1, 4096, 64 * 1024};
+    const int tagbase = 6500;
+    cudaStream_t s = NULL;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    for (int with_stream = 0; with_stream < 2; ++with_stream) {
+        for (int k = 0; k < 3; ++k) {
+            const size_t n = sz[k];
+            const int tag = tagbase + 10 * with_stream + k;
+            MPI_Datatype t = view_type(&CUDA_TAGGED);
+            if (with_stream) MCK(MPI_Type_set_attr(t, MPIX_ACC_STREAM, (void *)s));
+            msg_t m;
+            if (mt_rank == 0) {
+                send_prepare(&m, &CUDA_TAGGED, n, msg_off(tag, 0));
+                const long long eager0 = mpiacc_counter_value("protocol.send.eager_device");
+                MPI_Request r;
+                MCK(MPI_Issend(m.p, m.count, t, 1, tag, W, &r));
+                const long long eager = mpiacc_counter_value("protocol.send.eager_device") - eager0;
+                /* The device buffer is the user's again once the call returned staged. */
+                if (!with_stream && eager) gpu_memset(m.p, 0xEE, n);
+                int flag = 0;
+                for (int i = 0; i < 100 && !flag; ++i) MCK(MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
+                MT_CHECK(!flag, "%zu bytes%s: MPI_Issend completed before the receive was posted", n,
+                         with_stream ? " with a stream" : "");
+                int after = (int)n;
+                MCK(MPI_Barrier(W));
+                MCK(MPI_Send(&after, 1, MPI_INT, 1, tag, W));
+                MCK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+                if (!ipc)
+                    MT_CHECK(eager == (with_stream ? 0 : 1),
+                             "%zu bytes%s: %lld sends went staged at the call, expected %d", n,
+                             with_stream ? " with a stream" : "", eager, with_stream ? 0 : 1);
+            } else {
+                MCK(MPI_Barrier(W));
+                MPI_Status stat;
+                recv_prepare(&m, &HOST_PLAIN, n);
+                MCK(MPI_Recv(m.p, m.count, MPI_CHAR, 0, tag, W, &stat));
+                GPU_CHECK_STATUS(stat, 0, tag, n, "small Issend%s", with_stream ? " with a stream" : "");
+                recv_check(&m, n, msg_off(tag, 0), "small Issend", n);
+                int after = 0;
+                MCK(MPI_Recv(&after, 1, MPI_INT, 0, tag, W, MPI_STATUS_IGNORE));
+                MT_CHECK(after == (int)n, "the host send after the Issend carried %d", after);
+            }
+            msg_free(&m);
+            view_type_free(&CUDA_TAGGED, &t);
+        }
+    }
+    CK(cudaStreamDestroy(s));
+}
+
 static const gpu_case_t cases[] = {
     {"send_recv_host_to_cuda_tagged_every_size_both_directions", c_send_recv_host_to_cuda_tagged, 0},
     {"send_recv_cuda_tagged_to_host_every_size_both_directions", c_send_recv_cuda_tagged_to_host, 0},
@@ -727,6 +784,8 @@ static const gpu_case_t cases[] = {
     {"zero_byte_device_messages_including_null_pointer", c_zero_byte_device_messages, 0},
     {"small_device_sends_go_staged_to_host_receives_and_pulled_into_device_ones",
      c_small_sends_follow_the_receivers_memory, 0},
+    {"small_isends_stage_at_the_call_unless_they_depend_on_a_stream",
+     c_small_isends_stage_at_the_call_unless_they_depend_on_a_stream, 0},
 };
 
 int main(int argc, char **argv) {

@@ -15,6 +15,7 @@ Knobs defaults() {
     k.host_rndv_threshold = 2u << 20;
     k.device_eager_max = 16u << 10;
     k.chunk_size = 2u << 20;
+    k.device_isend_eager_max = 64u << 10;
     return k;
 }
 
@@ -46,4 +47,22 @@ TEST(PayloadLimits, TheIpcEagerLimitIsAFloor) {
     k.device_eager_max = 4u << 20;
     k.host_rndv_threshold = 0;
     EXPECT_EQ(mpiacc::staged_eager_max(k), std::size_t{4u << 20});
+}
+
+TEST(PayloadLimits, NonblockingSendsStageAtTheCallUpToTheirOwnKnob) {
+    Knobs k = defaults();
+    EXPECT_EQ(mpiacc::staged_isend_eager_max(k), std::size_t{64u << 10});
+    // ...a peer that declined a pull gets them staged up to the same size
+    EXPECT_EQ(mpiacc::eager_after_decline_max(k), std::size_t{64u << 10});
+    k.device_isend_eager_max = 0;  // off: blocking sends keep their limit
+    EXPECT_EQ(mpiacc::staged_isend_eager_max(k), 0u);
+    EXPECT_EQ(mpiacc::eager_after_decline_max(k), std::size_t{16u << 10});
+}
+
+TEST(PayloadLimits, NonblockingSendsNeverStageMoreThanBlockingOnes) {
+    Knobs k = defaults();
+    k.device_isend_eager_max = 8u << 20;
+    k.host_rndv_threshold = 256u << 10;
+    EXPECT_EQ(mpiacc::staged_isend_eager_max(k), mpiacc::staged_eager_max(k));
+    EXPECT_LE(mpiacc::staged_isend_eager_max(k), mpiacc::largest_payload(k));
 }
