@@ -39,6 +39,16 @@ static void expect_send_error(int rc, int want_class, const char *call) {
     MT_CHECK(strstr(msg, call) != NULL, "error string \"%s\" does not name %s", msg, call);
 }
 
+/* A duplicate of t whose sends wait for *gate, a new user event not yet complete. */
+static MPI_Datatype gated_by_user_event(ocl_env *e, MPI_Datatype t, cl_event *gate) {
+    cl_int err;
+    *gate = clCreateUserEvent(e->context, &err);
+    MPI_Datatype gated;
+    MPI_Type_dup(t, &gated);
+    MPI_Type_set_attr(gated, MPIX_ACC_EVENT, (void *)*gate);
+    return gated;
+}
+
 static void good_transfer_after(ocl_env *e, int tag) {
     MPI_Datatype t = ocl_type(e);
     const size_t n = 4096 + 5;
@@ -77,11 +87,8 @@ int main(int argc, char **argv) {
         const int tag = 2000;
         MPI_Datatype t = ocl_type(&e);
         if (mt_rank == 0) {
-            cl_int err;
-            cl_event gate = clCreateUserEvent(e.context, &err);
-            MPI_Datatype gated;
-            MPI_Type_dup(t, &gated);
-            MPI_Type_set_attr(gated, MPIX_ACC_EVENT, (void *)gate);
+            cl_event gate;
+            MPI_Datatype gated = gated_by_user_event(&e, t, &gate);
             cl_mem m = ocl_alloc(&e, n);
             unsigned char *h = p2p_alloc(n);
             memset(h, 0, n);
@@ -413,11 +420,8 @@ int main(int argc, char **argv) {
         for (int into_host = 0; into_host < 2; ++into_host) {
             const int tg = tag + 10 * into_host;
             if (mt_rank == 0) {
-                cl_int err;
-                cl_event gate = clCreateUserEvent(e.context, &err);
-                MPI_Datatype gated;
-                MPI_Type_dup(t, &gated);
-                MPI_Type_set_attr(gated, MPIX_ACC_EVENT, (void *)gate);
+                cl_event gate;
+                MPI_Datatype gated = gated_by_user_event(&e, t, &gate);
                 MPI_Request r;
                 MT_CHECK(MPI_Isend(m, (int)n, gated, 1, tg, MPI_COMM_WORLD, &r) == MPI_SUCCESS, "isend failed");
                 MPI_Type_free(&gated);
