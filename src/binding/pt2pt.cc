@@ -12,19 +12,14 @@ namespace mpiacc {
 
 namespace {
 
-int grequest_done_query(void *, MPI_Status *st) {
-    set_status(st, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS, false);
-    return MPI_SUCCESS;
-}
-int grequest_noop_free(void *) { return MPI_SUCCESS; }
-int grequest_noop_cancel(void *, int) { return MPI_SUCCESS; }
-
-// A request that is complete already: MPI_Ibsend's local completion for data MPI-ACC
-// copied at call time.
+// A request that is complete already: MPI_Ibsend's local completion, and a staged send
+// whose payload MPICH copied out at once. A send to MPI_PROC_NULL is one MPICH completes
+// at the call: 45 ns with its wait, against 187 for a completed generalized request
+// (development machine). Its status says MPI_PROC_NULL and count 0, which MPI leaves
+// undefined for a send; only MPI_ERROR and the cancelled flag are read there.
 MPI_Request completed_request() {
-    MPI_Request r;
-    PMPI_Grequest_start(grequest_done_query, grequest_noop_free, grequest_noop_cancel, nullptr, &r);
-    PMPI_Grequest_complete(r);
+    MPI_Request r = MPI_REQUEST_NULL;
+    PMPI_Isend(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, &r);
     return r;
 }
 
