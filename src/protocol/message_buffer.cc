@@ -1,9 +1,11 @@
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <new>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -277,6 +279,28 @@ int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAtt
         out->type = TypeRef(type);
     }
     return MPI_SUCCESS;
+}
+
+bool chunk_copy_fault(std::string *why) {
+    const Context &ctx = context();
+    if (ctx.knobs.fault_chunk_copy.empty()) return false;
+    static std::atomic<long> copies{0};
+    const long n = ++copies;
+    // "RANK:N,RANK:N": parsed each time; a test makes a handful of copies.
+    const std::string &spec = ctx.knobs.fault_chunk_copy;
+    for (std::size_t at = 0; at < spec.size();) {
+        std::size_t end = spec.find(',', at);
+        if (end == std::string::npos) end = spec.size();
+        int rank = -1;
+        long nth = 0;
+        if (std::sscanf(spec.substr(at, end - at).c_str(), "%d:%ld", &rank, &nth) == 2 && rank == ctx.world_rank &&
+            nth == n) {
+            *why = format("chunk copy %ld of rank %d failed on purpose (MPIACC_FAULT_CHUNK_COPY)", n, rank);
+            return true;
+        }
+        at = end + 1;
+    }
+    return false;
 }
 
 void stop_chunks(std::vector<ChunkState> *chunks, ChunkFlow flow) {

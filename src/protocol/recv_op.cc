@@ -146,6 +146,7 @@ void RecvOp::drain(int error_class, const std::string &what) {
 }
 
 void RecvOp::finish_drain() {
+    MPIACC_COUNT("protocol.recv.drained");
     set_status(&status, status.MPI_SOURCE, status.MPI_TAG, 0, error, false);
     if (registered_) {
         context().receivers.erase({peer_, envelope_.transfer_id});
@@ -496,7 +497,8 @@ void RecvOp::pipeline_step() {
                 std::string why;
                 int rc = MPI_SUCCESS;
                 if (c.staging && !draining_)
-                    rc = dest_.device->copy_from_host(c.offset, c.staging, c.len, &c.copy, &why);
+                    rc = chunk_copy_fault(&why) ? MPI_ERR_OTHER
+                                                : dest_.device->copy_from_host(c.offset, c.staging, c.len, &c.copy, &why);
                 if (rc != MPI_SUCCESS) drain(rc, "copying a chunk into device memory failed: " + why);
                 if (c.copy)
                     c.stage = ChunkState::Stage::LANDING;

@@ -266,7 +266,8 @@ void SendOp::pipeline_step() {
             c.staging = slot;
             c.pool = pool;
             std::string why;
-            int rc = source_.device->copy_to_host(c.offset, slot, c.len, &c.copy, &why);
+            int rc = chunk_copy_fault(&why) ? MPI_ERR_OTHER
+                                            : source_.device->copy_to_host(c.offset, slot, c.len, &c.copy, &why);
             if (rc != MPI_SUCCESS) {
                 pool->release(slot);
                 fail(rc, ("staging the device send buffer failed: " + why).c_str());

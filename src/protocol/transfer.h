@@ -122,6 +122,10 @@ struct ChunkState {
 // So that nothing lands in the user's buffer after the call has returned either, a
 // failed op completes only once its chunks are retired.
 enum class ChunkFlow { SENDING, RECEIVING };
+// MPIACC_FAULT_CHUNK_COPY: true (and *why says so) when this pipeline chunk copy,
+// counted per process, is the one the knob names for this rank, so that tests reach the
+// failure paths. Costs a test of an empty string when the knob is unset.
+bool chunk_copy_fault(std::string *why);
 // Stops what can be stopped: receives are cancelled (one already matched still
 // completes when its data arrives, so it is kept and tested); sends only read their
 // slot and are cancelled and freed at once. Device copies cannot be stopped.
