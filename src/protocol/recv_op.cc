@@ -108,6 +108,7 @@ RecvOp::~RecvOp() {
     if (registered_) ctx.receivers.erase({peer_, envelope_.transfer_id});
     leave_pipeline();
     retire_chunks_now(&chunks_, ChunkFlow::RECEIVING);
+    retire_chunks_now(&unsent_, ChunkFlow::RECEIVING);
     if (reserved_slot_) pool_->release(reserved_slot_);
     for (MPI_Request *r : {&matching_request_, &control_request_, &data_request_}) {
         if (*r == MPI_REQUEST_NULL) continue;
@@ -133,6 +134,7 @@ void RecvOp::fail(int error_class, const std::string &what) {
     // receive or a direct receive MPICH had matched would write after the call returned.
     stop_chunks(&chunks_, ChunkFlow::RECEIVING);
     retire_stopped_chunks(&chunks_);
+    retire_stopped_chunks(&unsent_);
     if (data_request_ != MPI_REQUEST_NULL) PMPI_Cancel(&data_request_);
     status.MPI_ERROR = error;
     PMPI_Status_set_elements_x(&status, MPI_BYTE, 0);
@@ -157,8 +159,30 @@ void RecvOp::finish_drain() {
 }
 
 void RecvOp::on_abort(const ControlMessage &msg) {
-    fail(msg.status ? msg.status : MPI_ERR_OTHER,
-         format("the sender (rank %d of the world) could not produce the data after the CTS", peer_));
+    const int error_class = msg.status ? msg.status : MPI_ERR_OTHER;
+    std::string what = format("the sender (rank %d of the world) could not produce the data after the CTS", peer_);
+    if (state_ != State::DATA || mode_ != TransferMode::PIPELINE || data_request_ != MPI_REQUEST_NULL) {
+        fail(error_class, what);
+        return;
+    }
+    // The sender posted msg.bytes chunk sends before it stopped: those are received and
+    // dropped, so that they complete on its side; receives for later ones are cancelled.
+    const std::size_t posted = std::max<std::size_t>(static_cast<std::size_t>(msg.bytes), chunks_done_);
+    if (posted < nchunks_) {
+        for (auto it = chunks_.begin(); it != chunks_.end();) {
+            if (it->index >= posted) {
+                unsent_.push_back(std::move(*it));
+                it = chunks_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        stop_chunks(&unsent_, ChunkFlow::RECEIVING);
+        nchunks_ = posted;
+        next_chunk_ = std::min(next_chunk_, posted);
+    }
+    drain(error_class, what);
+    pipeline_step();
 }
 
 void RecvOp::progress() {
@@ -197,13 +221,14 @@ void RecvOp::progress() {
         case State::IPC_PULL: ipc_step(); break;
         case State::DONE:  // failed with chunks or a direct receive still in flight
             retire_stopped_chunks(&chunks_);
+            retire_stopped_chunks(&unsent_);
             netmod().test(&data_request_);
             break;
         default: break;
     }
     netmod().test(&control_request_);
     if ((state_ == State::DONE || state_ == State::FIN) && control_request_ == MPI_REQUEST_NULL &&
-        chunks_.empty() && data_request_ == MPI_REQUEST_NULL) {
+        chunks_.empty() && unsent_.empty() && data_request_ == MPI_REQUEST_NULL) {
         state_ = State::DONE;
         complete = true;
     }
@@ -551,7 +576,8 @@ void RecvOp::pipeline_step() {
         state_ = State::DATA;
         send_control(ControlType::CTS, static_cast<std::uint16_t>(mode_));
     }
-    if (chunks_done_ == nchunks_) {
+    if (!unsent_.empty()) retire_stopped_chunks(&unsent_);
+    if (chunks_done_ == nchunks_ && unsent_.empty()) {
         if (draining_)
             finish_drain();
         else

@@ -98,11 +98,15 @@ void SendOp::fail(int error_class, const char *what) {
         abort_msg_.type = static_cast<std::uint16_t>(ControlType::ABORT);
         abort_msg_.transfer_id = id_;
         abort_msg_.status = static_cast<std::uint16_t>(error_class);
+        // The chunk sends posted so far: the receiver takes exactly these (and drops them),
+        // so none is left unmatched in MPICH, where it could match a later transfer whose
+        // data tag is the same once ids wrap around tag_ub.
+        abort_msg_.bytes = next_to_send_;
         netmod().send_bytes(&abort_msg_, sizeof abort_msg_, peer_, kControlTag, &abort_request_);
         aborted_to_peer_ = true;
     }
-    // Copies still running into staging slots keep the op incomplete (progress).
-    stop_chunks(&chunks_, ChunkFlow::SENDING);
+    // Copies still running into staging slots, and chunk sends the receiver is still to
+    // take, keep the op incomplete (progress); nothing is cancelled.
     retire_stopped_chunks(&chunks_);
     set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, error, false);
     state_ = State::DONE;

@@ -126,14 +126,17 @@ enum class ChunkFlow { SENDING, RECEIVING };
 // counted per process, is the one the knob names for this rank, so that tests reach the
 // failure paths. Costs a test of an empty string when the knob is unset.
 bool chunk_copy_fault(std::string *why);
+// A sender that fails tells its receiver how many chunk sends it posted (ABORT), and the
+// receiver takes exactly those: no send is left unmatched, and both wait for theirs.
+//
 // Stops what can be stopped: receives are cancelled (one already matched still
 // completes when its data arrives, so it is kept and tested); sends only read their
 // slot and are cancelled and freed at once. Device copies cannot be stopped.
 void stop_chunks(std::vector<ChunkState> *chunks, ChunkFlow flow);
 // Releases the chunks whose copy and request have ended. True once none is left.
 bool retire_stopped_chunks(std::vector<ChunkState> *chunks);
-// For a destructor: stops the chunks and waits a bounded time for them to end (what
-// is left then keeps its slot until the pool itself goes at finalize).
+// For a destructor (finalize, the op unfinished): stops the chunks and waits a bounded
+// time for them to end (what is left then keeps its slot until the pool itself goes).
 void retire_chunks_now(std::vector<ChunkState> *chunks, ChunkFlow flow);
 
 class SendOp : public Op {
@@ -263,6 +266,8 @@ private:
     bool admitted_ = false;  // counted in Context::pipelines_from
     bool queued_ = false;    // waited for admission at least once
     bool draining_ = false;  // see drain()
+    // Receives of chunks the sender never posted (it failed, ABORT): cancelled, retired.
+    std::vector<ChunkState> unsent_;
 };
 
 // A nonblocking send of device data staged whole at the call (below one packet, nothing

@@ -9,6 +9,7 @@
 static const char *cases[] = {
     "receiver_chunk_copy_failure_drains_the_message_fails_the_receive_alone",
     "sender_chunk_copy_failure_mid_pipeline_fails_both_sides",
+    "sender_failure_after_chunks_went_out_has_the_receiver_take_exactly_those",
 };
 
 enum { CHUNKS = 5 };
@@ -67,8 +68,10 @@ static void later_transfers_arrive(ocl_env *e, cl_mem m, unsigned char *h, int t
 int main(int argc, char **argv) {
     /* Chunk copies are counted per process. Rank 1's second is chunk 2 of message 1.
      * Rank 0 copies 5 chunks a message: messages 1-3 are its copies 1-15, so copy 17 is
-     * chunk 2 of message 4. */
-    setenv("MPIACC_FAULT_CHUNK_COPY", "1:2,0:17", 1);
+     * chunk 2 of message 4 (which stops there); messages 5-6 are copies 18-27, so copy 32
+     * is chunk 5 of message 7. */
+    setenv("MPIACC_FAULT_CHUNK_COPY", "1:2,0:17,0:32", 1);
+    setenv("MPIACC_PIPELINE_DEPTH", "4", 1);
     setenv("MPIACC_CHUNK_SIZE", "2M", 1);
     MT_INIT(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -112,6 +115,24 @@ int main(int argc, char **argv) {
                      "the receive of a send that failed mid-pipeline got class %d", error_class_of(r));
         }
         later_transfers_arrive(&e, m, h, 4110);
+    }
+
+    MT_CASE(cases[c++]) {
+        /* Message 7: with 4 chunks in flight, rank 0 copies chunk 5 only once a chunk has
+         * gone out, so its failure leaves sends posted. Its ABORT says how many: rank 1
+         * takes exactly those (and drops them) and cancels the rest, so no send is left
+         * unmatched, and both calls fail. */
+        const long long drained = mpiacc_counter_value("protocol.recv.drained");
+        int s, r;
+        transfer(&e, m, h, 4200, &s, &r);
+        if (mt_rank == 0) expect_injected_error(s, "MPI_Isend", "send whose fifth chunk copy failed");
+        if (mt_rank == 1) {
+            MT_CHECK(r != MPI_SUCCESS && error_class_of(r) == MPI_ERR_OTHER,
+                     "the receive of a send that failed after chunks went out got class %d", error_class_of(r));
+            MT_CHECK(mpiacc_counter_value("protocol.recv.drained") == drained + 1,
+                     "the receive did not take the chunks the sender had posted");
+        }
+        later_transfers_arrive(&e, m, h, 4210);
     }
     free(h);
     clReleaseMemObject(m);
