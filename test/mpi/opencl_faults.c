@@ -10,6 +10,7 @@ static const char *cases[] = {
     "receiver_chunk_copy_failure_drains_the_message_fails_the_receive_alone",
     "sender_chunk_copy_failure_mid_pipeline_fails_both_sides",
     "sender_failure_after_chunks_went_out_has_the_receiver_take_exactly_those",
+    "sender_failure_after_chunks_went_out_into_host_memory_likewise",
 };
 
 enum { CHUNKS = 5 };
@@ -32,9 +33,10 @@ static void expect_injected_error(int rc, const char *call, const char *who) {
     MT_CHECK(strstr(msg, "on purpose") != NULL, "%s: \"%s\" does not give the injected cause", who, msg);
 }
 
-/* One message rank 0 -> rank 1, cl_mem to cl_mem, nonblocking; the return codes of the
- * waits, and the bytes when both succeeded. */
-static void transfer(ocl_env *e, cl_mem m, unsigned char *h, int tag, int *send_rc, int *recv_rc) {
+/* One message rank 0 -> rank 1, from a cl_mem into a cl_mem (or into host memory),
+ * nonblocking; the return codes of the waits, and the bytes when both succeeded. */
+static void transfer_to(ocl_env *e, cl_mem m, unsigned char *h, int tag, int into_host, int *send_rc,
+                        int *recv_rc) {
     MPI_Datatype t = ocl_type(e);
     MPI_Request r;
     *send_rc = *recv_rc = MPI_SUCCESS;
@@ -44,15 +46,21 @@ static void transfer(ocl_env *e, cl_mem m, unsigned char *h, int tag, int *send_
         MT_CHECK(MPI_Isend(m, (int)N, t, 1, tag, MPI_COMM_WORLD, &r) == MPI_SUCCESS, "MPI_Isend failed at the call");
         *send_rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
     } else if (mt_rank == 1) {
-        MT_CHECK(MPI_Irecv(m, (int)N, t, 0, tag, MPI_COMM_WORLD, &r) == MPI_SUCCESS, "MPI_Irecv failed at the call");
+        memset(h, 0, N);
+        int rc = into_host ? MPI_Irecv(h, (int)N, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &r)
+                           : MPI_Irecv(m, (int)N, t, 0, tag, MPI_COMM_WORLD, &r);
+        MT_CHECK(rc == MPI_SUCCESS, "MPI_Irecv failed at the call");
         *recv_rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
         if (*recv_rc == MPI_SUCCESS) {
-            memset(h, 0, N);
-            ocl_read(e, m, 0, h, N);
+            if (!into_host) ocl_read(e, m, 0, h, N);
             P2P_CHECK_BYTES(h, N, tag, "message");
         }
     }
     MPI_Type_free(&t);
+}
+
+static void transfer(ocl_env *e, cl_mem m, unsigned char *h, int tag, int *send_rc, int *recv_rc) {
+    transfer_to(e, m, h, tag, 0, send_rc, recv_rc);
 }
 
 /* Two good transfers after a failed one: the staging slots, the pipelines and MPICH's
@@ -69,8 +77,9 @@ int main(int argc, char **argv) {
     /* Chunk copies are counted per process. Rank 1's second is chunk 2 of message 1.
      * Rank 0 copies 5 chunks a message: messages 1-3 are its copies 1-15, so copy 17 is
      * chunk 2 of message 4 (which stops there); messages 5-6 are copies 18-27, so copy 32
-     * is chunk 5 of message 7. */
-    setenv("MPIACC_FAULT_CHUNK_COPY", "1:2,0:17,0:32", 1);
+     * is chunk 5 of message 7; messages 8-9 are copies 33-42, so copy 47 is chunk 5 of
+     * message 10. */
+    setenv("MPIACC_FAULT_CHUNK_COPY", "1:2,0:17,0:32,0:47", 1);
     setenv("MPIACC_PIPELINE_DEPTH", "4", 1);
     setenv("MPIACC_CHUNK_SIZE", "2M", 1);
     MT_INIT(&argc, &argv);
@@ -133,6 +142,23 @@ int main(int argc, char **argv) {
                      "the receive did not take the chunks the sender had posted");
         }
         later_transfers_arrive(&e, m, h, 4210);
+    }
+
+    MT_CASE(cases[c++]) {
+        /* Message 10, the same into host memory: the chunks the sender posted land in the
+         * user's buffer (its content is undefined after the failure), the rest are not
+         * waited for. */
+        const long long drained = mpiacc_counter_value("protocol.recv.drained");
+        int s, r;
+        transfer_to(&e, m, h, 4300, 1, &s, &r);
+        if (mt_rank == 0) expect_injected_error(s, "MPI_Isend", "send into host memory whose fifth chunk copy failed");
+        if (mt_rank == 1) {
+            MT_CHECK(r != MPI_SUCCESS && error_class_of(r) == MPI_ERR_OTHER,
+                     "the host receive of a send that failed after chunks went out got class %d", error_class_of(r));
+            MT_CHECK(mpiacc_counter_value("protocol.recv.drained") == drained + 1,
+                     "the host receive did not take the chunks the sender had posted");
+        }
+        later_transfers_arrive(&e, m, h, 4310);
     }
     free(h);
     clReleaseMemObject(m);
