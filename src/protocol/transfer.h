@@ -120,24 +120,23 @@ struct ChunkState {
 // copy still running into it, or a receive MPICH had already matched (a cancel cannot
 // stop that one), would otherwise write into whichever transfer took the slot next.
 // So that nothing lands in the user's buffer after the call has returned either, a
-// failed op completes only once its chunks are retired.
+// failed op completes only once its chunks are retired. A sender that fails tells its
+// receiver how many chunk sends it posted (ABORT) and the receiver takes exactly those,
+// so a failed sender cancels none of its sends: it waits for them (retire_stopped_chunks).
 enum class ChunkFlow { SENDING, RECEIVING };
-// MPIACC_FAULT_CHUNK_COPY: true (and *why says so) when this pipeline chunk copy,
-// counted per process, is the one the knob names for this rank, so that tests reach the
-// failure paths. Costs a test of an empty string when the knob is unset.
-bool chunk_copy_fault(std::string *why);
-// A sender that fails tells its receiver how many chunk sends it posted (ABORT), and the
-// receiver takes exactly those: no send is left unmatched, and both wait for theirs.
-//
-// Stops what can be stopped: receives are cancelled (one already matched still
-// completes when its data arrives, so it is kept and tested); sends only read their
-// slot and are cancelled and freed at once. Device copies cannot be stopped.
+// Cancels what can be cancelled: receives (one already matched still completes when its
+// data arrives, so it is kept and tested), and, for a destructor (retire_chunks_now),
+// sends, which only read their slot and are freed at once. Device copies run on.
 void stop_chunks(std::vector<ChunkState> *chunks, ChunkFlow flow);
 // Releases the chunks whose copy and request have ended. True once none is left.
 bool retire_stopped_chunks(std::vector<ChunkState> *chunks);
 // For a destructor (finalize, the op unfinished): stops the chunks and waits a bounded
 // time for them to end (what is left then keeps its slot until the pool itself goes).
 void retire_chunks_now(std::vector<ChunkState> *chunks, ChunkFlow flow);
+// MPIACC_FAULT_CHUNK_COPY: true (and *why says so) when this pipeline chunk copy,
+// counted per process, is the one the knob names for this rank, so that tests reach the
+// failure paths. Costs a test of an empty string when the knob is unset.
+bool chunk_copy_fault(std::string *why);
 
 class SendOp : public Op {
 public:
