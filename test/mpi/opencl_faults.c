@@ -16,15 +16,9 @@ static const char *cases[] = {
 enum { CHUNKS = 5 };
 static const size_t N = ((size_t)(CHUNKS - 1) << 21) + 3;
 
-static int error_class_of(int rc) {
-    int c = -1;
-    MPI_Error_class(rc, &c);
-    return c;
-}
-
 static void expect_injected_error(int rc, const char *call, const char *who) {
-    MT_CHECK(rc != MPI_SUCCESS && error_class_of(rc) == MPI_ERR_OTHER, "%s: class %d, expected MPI_ERR_OTHER", who,
-             error_class_of(rc));
+    MT_CHECK(rc != MPI_SUCCESS && p2p_class(rc) == MPI_ERR_OTHER, "%s: class %d, expected MPI_ERR_OTHER", who,
+             p2p_class(rc));
     if (rc == MPI_SUCCESS) return;
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -71,6 +65,25 @@ static void later_transfers_arrive(ocl_env *e, cl_mem m, unsigned char *h, int t
         transfer(e, m, h, tag + k, &s, &r);
         MT_CHECK(s == MPI_SUCCESS && r == MPI_SUCCESS, "transfer %d after the failure: send %d, receive %d", k, s, r);
     }
+}
+
+/* Rank 0's copy of the fifth chunk fails: with 4 chunks in flight it is made only once a
+ * chunk has gone out, so sends are posted. Its ABORT says how many: rank 1 takes exactly
+ * those and drops them (into the cl_mem, or into the user's host buffer, whose content is
+ * then undefined) and cancels the rest, so no send is left unmatched; both calls fail. */
+static void sender_fails_after_chunks_went_out(ocl_env *e, cl_mem m, unsigned char *h, int tag, int into_host) {
+    const char *into = into_host ? "into host memory" : "into a cl_mem";
+    const long long drained = mpiacc_counter_value("protocol.recv.drained");
+    int s, r;
+    transfer_to(e, m, h, tag, into_host, &s, &r);
+    if (mt_rank == 0) expect_injected_error(s, "MPI_Isend", "send whose fifth chunk copy failed");
+    if (mt_rank == 1) {
+        MT_CHECK(r != MPI_SUCCESS && p2p_class(r) == MPI_ERR_OTHER,
+                 "the receive %s of a send that failed after chunks went out got class %d", into, p2p_class(r));
+        MT_CHECK(mpiacc_counter_value("protocol.recv.drained") == drained + 1,
+                 "the receive %s did not take the chunks the sender had posted", into);
+    }
+    later_transfers_arrive(e, m, h, tag + 10);
 }
 
 int main(int argc, char **argv) {
@@ -120,45 +133,18 @@ int main(int argc, char **argv) {
                      "the first chunk of the failed send was not retired");
         }
         if (mt_rank == 1) {
-            MT_CHECK(r != MPI_SUCCESS && error_class_of(r) == MPI_ERR_OTHER,
-                     "the receive of a send that failed mid-pipeline got class %d", error_class_of(r));
+            MT_CHECK(r != MPI_SUCCESS && p2p_class(r) == MPI_ERR_OTHER,
+                     "the receive of a send that failed mid-pipeline got class %d", p2p_class(r));
         }
         later_transfers_arrive(&e, m, h, 4110);
     }
 
     MT_CASE(cases[c++]) {
-        /* Message 7: with 4 chunks in flight, rank 0 copies chunk 5 only once a chunk has
-         * gone out, so its failure leaves sends posted. Its ABORT says how many: rank 1
-         * takes exactly those (and drops them) and cancels the rest, so no send is left
-         * unmatched, and both calls fail. */
-        const long long drained = mpiacc_counter_value("protocol.recv.drained");
-        int s, r;
-        transfer(&e, m, h, 4200, &s, &r);
-        if (mt_rank == 0) expect_injected_error(s, "MPI_Isend", "send whose fifth chunk copy failed");
-        if (mt_rank == 1) {
-            MT_CHECK(r != MPI_SUCCESS && error_class_of(r) == MPI_ERR_OTHER,
-                     "the receive of a send that failed after chunks went out got class %d", error_class_of(r));
-            MT_CHECK(mpiacc_counter_value("protocol.recv.drained") == drained + 1,
-                     "the receive did not take the chunks the sender had posted");
-        }
-        later_transfers_arrive(&e, m, h, 4210);
+        sender_fails_after_chunks_went_out(&e, m, h, 4200, 0); /* message 7, then 8 and 9 */
     }
 
     MT_CASE(cases[c++]) {
-        /* Message 10, the same into host memory: the chunks the sender posted land in the
-         * user's buffer (its content is undefined after the failure), the rest are not
-         * waited for. */
-        const long long drained = mpiacc_counter_value("protocol.recv.drained");
-        int s, r;
-        transfer_to(&e, m, h, 4300, 1, &s, &r);
-        if (mt_rank == 0) expect_injected_error(s, "MPI_Isend", "send into host memory whose fifth chunk copy failed");
-        if (mt_rank == 1) {
-            MT_CHECK(r != MPI_SUCCESS && error_class_of(r) == MPI_ERR_OTHER,
-                     "the host receive of a send that failed after chunks went out got class %d", error_class_of(r));
-            MT_CHECK(mpiacc_counter_value("protocol.recv.drained") == drained + 1,
-                     "the host receive did not take the chunks the sender had posted");
-        }
-        later_transfers_arrive(&e, m, h, 4310);
+        sender_fails_after_chunks_went_out(&e, m, h, 4300, 1); /* message 10, then 11 and 12 */
     }
     free(h);
     clReleaseMemObject(m);

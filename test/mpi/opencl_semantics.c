@@ -22,17 +22,11 @@ static const char *cases[] = {
     "isend_whose_event_fails_fails_on_both_sides_and_later_pipelines_arrive_intact",
 };
 
-static int error_class_of(int rc) {
-    int c = -1;
-    MPI_Error_class(rc, &c);
-    return c;
-}
-
 /* Rank 0 makes a bad call; both ranks then check a good transfer still works. */
 static void expect_send_error(int rc, int want_class, const char *call) {
     MT_CHECK(rc != MPI_SUCCESS, "the call succeeded");
     if (rc == MPI_SUCCESS) return;
-    MT_CHECK(error_class_of(rc) == want_class, "error class %d, expected %d", error_class_of(rc), want_class);
+    MT_CHECK(p2p_class(rc) == want_class, "error class %d, expected %d", p2p_class(rc), want_class);
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(rc, msg, &len);
@@ -185,7 +179,7 @@ int main(int argc, char **argv) {
             MPI_Status st;
             ocl_fill(&e, m, n, 0xA5);
             int rc = MPI_Recv(m, (int)cap, t, 0, tag, MPI_COMM_WORLD, &st);
-            MT_CHECK(error_class_of(rc) == MPI_ERR_TRUNCATE, "class %d, expected MPI_ERR_TRUNCATE", error_class_of(rc));
+            MT_CHECK(p2p_class(rc) == MPI_ERR_TRUNCATE, "class %d, expected MPI_ERR_TRUNCATE", p2p_class(rc));
             unsigned char *h = p2p_alloc(n);
             ocl_read(&e, m, 0, h, n);
             /* A blocking send of less than one chunk travels as one staged payload, and
@@ -436,8 +430,8 @@ int main(int argc, char **argv) {
                 clSetUserEventStatus(gate, -1);
                 MPI_Status st;
                 int rc = MPI_Wait(&r, &st);
-                MT_CHECK(rc != MPI_SUCCESS && error_class_of(rc) == MPI_ERR_OTHER,
-                         "MPI_Wait on the send whose event failed gave class %d", error_class_of(rc));
+                MT_CHECK(rc != MPI_SUCCESS && p2p_class(rc) == MPI_ERR_OTHER,
+                         "MPI_Wait on the send whose event failed gave class %d", p2p_class(rc));
                 clReleaseEvent(gate);
             } else if (mt_rank == 1) {
                 const long long retired = mpiacc_counter_value("protocol.chunks_retired");
@@ -448,9 +442,9 @@ int main(int argc, char **argv) {
                 MPI_Barrier(MPI_COMM_WORLD);
                 MPI_Status st;
                 rc = MPI_Wait(&r, &st);
-                MT_CHECK(rc != MPI_SUCCESS && error_class_of(rc) == MPI_ERR_OTHER,
+                MT_CHECK(rc != MPI_SUCCESS && p2p_class(rc) == MPI_ERR_OTHER,
                          "receive of a send whose event failed (into %s) gave class %d",
-                         into_host ? "host memory" : "a cl_mem", error_class_of(rc));
+                         into_host ? "host memory" : "a cl_mem", p2p_class(rc));
                 if (rc != MPI_SUCCESS) {
                     char msg[MPI_MAX_ERROR_STRING];
                     int len = 0;
