@@ -279,7 +279,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     std::unique_ptr<SendOp> op;
     {
         StateLock lock;
-        rc = SendOp::start(std::move(mb), dest, tag, comm, mode, call, &op);
+        rc = SendOp::post(std::move(mb), dest, tag, comm, mode, call, &op);
     }
     if (rc != MPI_SUCCESS) {
         PMPI_Comm_call_errhandler(comm, rc);

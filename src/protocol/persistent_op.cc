@@ -35,7 +35,7 @@ int PersistentOp::start() {
     }
     if (kind_ == Kind::SEND) {
         std::unique_ptr<SendOp> op;
-        rc = SendOp::start(std::move(mb), peer_, tag_, comm, mode_, call, &op);
+        rc = SendOp::post(std::move(mb), peer_, tag_, comm, mode_, call, &op);
         running_ = std::move(op);
     } else {
         std::unique_ptr<RecvOp> op;

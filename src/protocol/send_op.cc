@@ -11,7 +11,7 @@
 
 namespace mpiacc {
 
-int SendOp::start(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode, const char *call,
+int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode, const char *call,
                   std::unique_ptr<SendOp> *out) {
     Context &ctx = context();
     std::unique_ptr<SendOp> op(new SendOp());

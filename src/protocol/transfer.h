@@ -142,7 +142,7 @@ class SendOp : public Op {
 public:
     // Sends the envelope at once on the user's communicator (so ordering holds, DESIGN
     // 2.1) and waits for the receiver's CTS or FIN.
-    static int start(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode, const char *call,
+    static int post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode, const char *call,
                      std::unique_ptr<SendOp> *out);
     ~SendOp() override;
     void progress() override;
