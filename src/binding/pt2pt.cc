@@ -139,7 +139,9 @@ int run_to_completion(Op *op) {
         if (!op->complete) {
             StateLock lock;
             op->progress();
-            if (!op->complete && context().pending.get() == 1) op->wait_for_device();
+            // After a wait in the driver the op goes on at once (a pull's FIN, which its
+            // sender waits on), not after another round of polling.
+            if (!op->complete && context().pending.get() == 1 && op->wait_for_device()) op->progress();
         }
     }
     settle_pending(op);

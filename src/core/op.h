@@ -29,9 +29,10 @@ public:
     virtual bool persistent() const { return false; }
     // For persistent ops, the completed instance's status is moved out by retire.
     virtual void reset_after_completion() {}
-    // Waits for the op's device copy in flight, where Completion::wait_bounded may block.
-    // Called by a blocking call when this op is the only one in flight.
-    virtual void wait_for_device() {}
+    // Waits for the op's device copy in flight, where Completion::wait_bounded may block,
+    // and says whether there was one. Called by a blocking call when this op is the only
+    // one in flight.
+    virtual bool wait_for_device() { return false; }
 
     bool complete = false;
     MPI_Status status{};      // final source, tag, count (bytes), error

@@ -206,7 +206,7 @@ public:
     int cancel() override;
     // The sender gave up after the CTS (ABORT): fail instead of waiting for chunks.
     void on_abort(const ControlMessage &msg);
-    void wait_for_device() override;
+    bool wait_for_device() override;
 
 private:
     RecvOp() = default;
