@@ -8,6 +8,34 @@
 
 namespace mpiacc {
 
+StagingBuffer::StagingBuffer(PinnedPool *pool, std::size_t bytes) {
+    if (pool && bytes <= pool->slot_size()) slot_ = pool->acquire();
+    if (slot_)
+        pool_ = pool;
+    else
+        heap_.resize(bytes ? bytes : 1);
+}
+
+StagingBuffer &StagingBuffer::operator=(StagingBuffer &&other) noexcept {
+    if (this != &other) {
+        reset();
+        pool_ = other.pool_;
+        slot_ = other.slot_;
+        heap_ = std::move(other.heap_);
+        other.pool_ = nullptr;
+        other.slot_ = nullptr;
+        other.heap_.clear();
+    }
+    return *this;
+}
+
+void StagingBuffer::reset() {
+    if (slot_) pool_->release(slot_);
+    slot_ = nullptr;
+    pool_ = nullptr;
+    std::vector<char>().swap(heap_);
+}
+
 PinnedPool::PinnedPool(std::unique_ptr<PinnedAllocator> allocator, std::size_t slot_size, std::size_t capacity_bytes,
                        std::size_t segment_bytes)
     : allocator_(std::move(allocator)), slot_size_(slot_size) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mpiacc {
@@ -56,6 +57,29 @@ private:
     std::size_t exhausted_ = 0;
     std::string last_error_;
     mutable std::mutex mutex_;
+};
+
+// Host memory for one staged payload: a slot of the pool when the payload fits one and a
+// slot is free, else memory of its own (a payload is never kept waiting for a slot). The
+// slot goes back to its pool when the buffer is reset or destroyed; moving hands it on.
+class StagingBuffer {
+public:
+    StagingBuffer() = default;
+    StagingBuffer(PinnedPool *pool, std::size_t bytes);
+    StagingBuffer(StagingBuffer &&other) noexcept { *this = std::move(other); }
+    StagingBuffer &operator=(StagingBuffer &&other) noexcept;
+    StagingBuffer(const StagingBuffer &) = delete;
+    StagingBuffer &operator=(const StagingBuffer &) = delete;
+    ~StagingBuffer() { reset(); }
+
+    void *data() { return slot_ ? slot_ : static_cast<void *>(heap_.data()); }
+    bool pinned() const { return slot_ != nullptr; }
+    void reset();
+
+private:
+    PinnedPool *pool_ = nullptr;
+    void *slot_ = nullptr;
+    std::vector<char> heap_;
 };
 
 // Whether a cached buffer of `capacity` bytes should serve a request for `bytes`: it fits

@@ -12,7 +12,7 @@
 namespace mpiacc {
 
 int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode, const char *call,
-                  std::unique_ptr<SendOp> *out) {
+                 std::unique_ptr<SendOp> *out) {
     Context &ctx = context();
     std::unique_ptr<SendOp> op(new SendOp());
     op->source_ = std::move(source);
@@ -304,9 +304,9 @@ void SendOp::finish() {
 }
 
 StagedSendOp::~StagedSendOp() {
-    // Only at finalize with the send unfinished: a send only reads its slot.
+    // Only at finalize with the send unfinished: a send only reads its staging buffer,
+    // which goes after this.
     netmod().abandon(&request_);
-    if (slot_) pool_->release(slot_);
 }
 
 void StagedSendOp::progress() {
@@ -321,9 +321,7 @@ void StagedSendOp::progress() {
     int cancelled = 0;
     if (rc == MPI_SUCCESS) PMPI_Test_cancelled(&st, &cancelled);
     set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, error, cancelled != 0);
-    if (slot_) pool_->release(slot_);
-    slot_ = nullptr;
-    heap_.clear();
+    staging_.reset();
     complete = true;
 }
 

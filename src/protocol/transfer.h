@@ -17,11 +17,10 @@
 #include "core/knobs.h"
 #include "core/op.h"
 #include "datatype/layout.h"
+#include "pool/pinned_pool.h"
 #include "protocol/envelope.h"
 
 namespace mpiacc {
-
-class PinnedPool;
 
 // A reference on a datatype that outlives the user's MPI_Type_free (BRIEF A4): builtin
 // types are kept as they are; derived types are duplicated.
@@ -86,7 +85,7 @@ private:
     char *data_ = nullptr;
     std::size_t size_ = 0;
     std::size_t capacity_ = 0;
-    Accel *pinned_by_ = nullptr;  // registered with this kind; undone before freeing
+    Accel *pinned_by_ = nullptr;   // registered with this kind; undone before freeing
     Accel *refused_by_ = nullptr;  // this kind refused to register it: not asked again
 };
 
@@ -143,7 +142,7 @@ public:
     // Sends the envelope at once on the user's communicator (so ordering holds, DESIGN
     // 2.1) and waits for the receiver's CTS or FIN.
     static int post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode, const char *call,
-                     std::unique_ptr<SendOp> *out);
+                    std::unique_ptr<SendOp> *out);
     ~SendOp() override;
     void progress() override;
     int cancel() override;
@@ -274,16 +273,13 @@ private:
 // reads until that send completes.
 class StagedSendOp : public Op {
 public:
-    StagedSendOp(void *slot, PinnedPool *pool, std::vector<char> &&heap, MPI_Request request)
-        : slot_(slot), pool_(pool), heap_(std::move(heap)), request_(request) {}
+    StagedSendOp(StagingBuffer &&staging, MPI_Request request) : staging_(std::move(staging)), request_(request) {}
     ~StagedSendOp() override;
     void progress() override;
     int cancel() override;
 
 private:
-    void *slot_;  // a pinned slot of pool_, or null when the data is in heap_
-    PinnedPool *pool_;
-    std::vector<char> heap_;
+    StagingBuffer staging_;  // what MPICH sends from, until the send completes
     MPI_Request request_;
 };
 

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <set>
 
 #include "pool/pinned_pool.h"
@@ -88,4 +89,58 @@ TEST(NumaAllocationScope, UnknownBusIdFallsBackToTheProcessNodes) {
     void *p = std::malloc(1 << 16);
     ASSERT_NE(p, nullptr);
     std::free(p);
+}
+
+TEST(StagingBuffer, TakesASlotWhenThePayloadFitsAndGivesItBackWhenDestroyed) {
+    int allocs = 0, frees = 0;
+    mpiacc::PinnedPool pool(std::make_unique<CountingAllocator>(&allocs, &frees, false), 1024, 2048, 2048);
+    {
+        mpiacc::StagingBuffer staging(&pool, 1024);
+        EXPECT_TRUE(staging.pinned());
+        EXPECT_EQ(pool.slots_in_use(), 1u);
+        std::memset(staging.data(), 0x5a, 1024);  // the whole slot is usable
+    }
+    EXPECT_EQ(pool.slots_in_use(), 0u);
+}
+
+TEST(StagingBuffer, UsesItsOwnMemoryWhenThePayloadIsLargerThanASlotOrNoSlotIsFree) {
+    int allocs = 0, frees = 0;
+    mpiacc::PinnedPool pool(std::make_unique<CountingAllocator>(&allocs, &frees, false), 1024, 2048, 2048);
+    mpiacc::StagingBuffer large(&pool, 1025);
+    EXPECT_FALSE(large.pinned());
+    EXPECT_EQ(pool.slots_in_use(), 0u);
+    std::memset(large.data(), 0x5a, 1025);
+
+    mpiacc::StagingBuffer a(&pool, 8), b(&pool, 8), c(&pool, 8);  // the pool has two slots
+    EXPECT_TRUE(a.pinned());
+    EXPECT_TRUE(b.pinned());
+    EXPECT_FALSE(c.pinned());  // never waits for a slot
+    EXPECT_NE(c.data(), nullptr);
+    EXPECT_EQ(pool.slots_in_use(), 2u);
+
+    mpiacc::StagingBuffer none(nullptr, 0);  // no pool (no device pool yet), empty payload
+    EXPECT_FALSE(none.pinned());
+    EXPECT_NE(none.data(), nullptr);
+}
+
+TEST(StagingBuffer, MovingHandsTheSlotOnAndResetReturnsItOnce) {
+    int allocs = 0, frees = 0;
+    mpiacc::PinnedPool pool(std::make_unique<CountingAllocator>(&allocs, &frees, false), 1024, 2048, 2048);
+    mpiacc::StagingBuffer first(&pool, 16);
+    void *slot = first.data();
+    mpiacc::StagingBuffer second(std::move(first));
+    EXPECT_FALSE(first.pinned());  // NOLINT(bugprone-use-after-move): moved-from state is defined
+    EXPECT_TRUE(second.pinned());
+    EXPECT_EQ(second.data(), slot);
+    EXPECT_EQ(pool.slots_in_use(), 1u);
+
+    mpiacc::StagingBuffer third(&pool, 16);
+    EXPECT_EQ(pool.slots_in_use(), 2u);
+    third = std::move(second);  // third's own slot goes back; second's is now third's
+    EXPECT_EQ(pool.slots_in_use(), 1u);
+    EXPECT_EQ(third.data(), slot);
+    third.reset();
+    third.reset();
+    EXPECT_EQ(pool.slots_in_use(), 0u);
+    EXPECT_NE(pool.acquire(), nullptr);  // the slot came back, usable
 }
