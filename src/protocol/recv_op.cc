@@ -200,34 +200,38 @@ void RecvOp::progress() {
         matched_from(st);
         matched_now = true;
     }
-    switch (state_) {
-        case State::PAYLOAD_COPY:
-            if (payload_copy_->test()) {
-                if (payload_copy_->error() != MPI_SUCCESS) {
-                    fail(payload_copy_->error(), "copying the received message into device memory failed");
-                    break;
+    // A device copy issued by the matching just now is not asked about in the same call
+    // (see ipc_step): it cannot have ended, and a blocking receive waits for it next.
+    const bool copy_just_issued =
+        matched_now && (state_ == State::PAYLOAD_COPY || state_ == State::PAYLOAD_STAGE || state_ == State::IPC_PULL);
+    if (!copy_just_issued) {
+        switch (state_) {
+            case State::PAYLOAD_COPY:
+                if (payload_copy_->test()) {
+                    if (payload_copy_->error() != MPI_SUCCESS) {
+                        fail(payload_copy_->error(), "copying the received message into device memory failed");
+                        break;
+                    }
+                    state_ = State::DONE;
                 }
-                state_ = State::DONE;
-            }
-            break;
-        case State::PAYLOAD_STAGE: payload_stage_step(); break;
-        case State::AWAIT_SLOT:
-        case State::DATA:
-            if (data_request_ != MPI_REQUEST_NULL) {
-                if (netmod().test(&data_request_)) finish_data();
-            } else {
-                pipeline_step();
-            }
-            break;
-        case State::IPC_PULL:
-            if (!matched_now) ipc_step();  // see ipc_step: the pulls were issued just now
-            break;
-        case State::DONE:  // failed with chunks or a direct receive still in flight
-            retire_stopped_chunks(&chunks_);
-            retire_stopped_chunks(&unsent_);
-            netmod().test(&data_request_);
-            break;
-        default: break;
+                break;
+            case State::PAYLOAD_STAGE: payload_stage_step(); break;
+            case State::AWAIT_SLOT:
+            case State::DATA:
+                if (data_request_ != MPI_REQUEST_NULL) {
+                    if (netmod().test(&data_request_)) finish_data();
+                } else {
+                    pipeline_step();
+                }
+                break;
+            case State::IPC_PULL: ipc_step(); break;
+            case State::DONE:  // failed with chunks or a direct receive still in flight
+                retire_stopped_chunks(&chunks_);
+                retire_stopped_chunks(&unsent_);
+                netmod().test(&data_request_);
+                break;
+            default: break;
+        }
     }
     netmod().test(&control_request_);
     if ((state_ == State::DONE || state_ == State::FIN) && control_request_ == MPI_REQUEST_NULL && chunks_.empty() &&
