@@ -7,12 +7,8 @@ int main(int argc, char **argv) {
     /* Knobs are read at MPI_Init. */
     setenv("MPIACC_POOL_SIZE", "16M", 1);
     MT_INIT(&argc, &argv);
-    ocl_env e = ocl_setup();
     const char *name = "thousand_concurrent_1mib_isends_through_16mib_pool_complete";
-    if (!ocl_all_ok(&e)) {
-        mt_skip(name, "no usable OpenCL platform");
-        return mt_finalize();
-    }
+    ocl_env e = ocl_setup_or_skip(&name, 1);
     MT_CASE(name) {
         enum { N = 1000 };
         const size_t n = 1 << 20;

@@ -97,12 +97,8 @@ int main(int argc, char **argv) {
     setenv("MPIACC_CHUNK_SIZE", "2M", 1);
     MT_INIT(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    ocl_env e = ocl_setup();
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
-    if (!ocl_all_ok(&e)) {
-        for (int i = 0; i < ncases; ++i) mt_skip(cases[i], "no usable OpenCL platform");
-        return mt_finalize();
-    }
+    ocl_env e = ocl_setup_or_skip(cases, ncases);
     cl_mem m = ocl_alloc(&e, N);
     unsigned char *h = p2p_alloc(N);
     int c = 0;

@@ -85,7 +85,6 @@ static void pairing_case(ocl_env *e, const char *name, enum kind from, enum kind
 int main(int argc, char **argv) {
     MT_INIT(&argc, &argv);
     init_sizes();
-    ocl_env e = ocl_setup();
     const char *cases[] = {"host_to_opencl_every_protocol_size_arrives_intact",
                            "opencl_to_host_every_protocol_size_arrives_intact",
                            "opencl_to_opencl_every_protocol_size_arrives_intact",
@@ -94,10 +93,7 @@ int main(int argc, char **argv) {
                            "opencl_sendrecv_between_cl_mem_buffers",
                            "opencl_persistent_receive_into_cl_mem_reused_20_times"};
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
-    if (!ocl_all_ok(&e)) {
-        for (int i = 0; i < ncases; ++i) mt_skip(cases[i], "no usable OpenCL platform");
-        return mt_finalize();
-    }
+    ocl_env e = ocl_setup_or_skip(cases, ncases);
     pairing_case(&e, cases[0], HOST, CL, 0, 1000);
     pairing_case(&e, cases[1], CL, HOST, 0, 1100);
     pairing_case(&e, cases[2], CL, CL, 0, 1200);

@@ -66,12 +66,8 @@ static void good_transfer_after(ocl_env *e, int tag) {
 int main(int argc, char **argv) {
     MT_INIT(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    ocl_env e = ocl_setup();
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
-    if (!ocl_all_ok(&e)) {
-        for (int i = 0; i < ncases; ++i) mt_skip(cases[i], "no usable OpenCL platform");
-        return mt_finalize();
-    }
+    ocl_env e = ocl_setup_or_skip(cases, ncases);
     int c = 0;
 
     MT_CASE(cases[c++]) {

@@ -94,4 +94,17 @@ static inline int ocl_all_ok(const ocl_env *e) {
     return all;
 }
 
+/* The OpenCL environment for a program whose cases all need one on every rank. Where a
+ * rank has none (no platform, or none matching MPIACC_OPENCL_PLATFORM), every case is
+ * reported skipped, by name, and the program ends there. */
+static inline ocl_env ocl_setup_or_skip(const char *const *cases, int ncases) {
+    ocl_env e = ocl_setup();
+    if (!ocl_all_ok(&e)) {
+        for (int i = 0; i < ncases; ++i) mt_skip(cases[i], "no usable OpenCL platform");
+        ocl_teardown(&e);
+        exit(mt_finalize());
+    }
+    return e;
+}
+
 #endif
