@@ -200,8 +200,10 @@ void RecvOp::progress() {
         matched_from(st);
         matched_now = true;
     }
-    // A device copy issued by the matching just now is not asked about in the same call
-    // (see ipc_step): it cannot have ended, and a blocking receive waits for it next.
+    // A device copy the matching issued just now is not asked about in the same call: an
+    // 8-byte pull ends ~5 us after cudaMemcpyAsync returns (H200 machine), so a query
+    // (0.26-0.55 us) could only say "not yet" and delay the blocking receive's wait in
+    // the driver, which comes next.
     const bool copy_just_issued =
         matched_now && (state_ == State::PAYLOAD_COPY || state_ == State::PAYLOAD_STAGE || state_ == State::IPC_PULL);
     if (!copy_just_issued) {
@@ -432,7 +434,9 @@ void RecvOp::on_envelope(const Envelope &env) {
             mode_ = TransferMode::PIPELINE;
         } else {
             state_ = State::IPC_PULL;
-            ipc_step();
+            issue_pulls();
+            // Nothing to wait for (no bytes, or the first copy failed to enqueue): on at once.
+            if (ipc_copies_.empty()) ipc_step();
             return;
         }
     }
@@ -597,33 +601,31 @@ void RecvOp::pipeline_step() {
     }
 }
 
-void RecvOp::ipc_step() {
-    if (!ipc_issued_ && bytes_ > 0 && ipc_source_) {
-        ipc_issued_ = true;
-        // One copy by default (MPIACC_IPC_CHUNK_SIZE=0): on the H200 machine, splitting a
-        // pull into 4 MiB copies cost 20-25% of the bandwidth at 16-64 MiB.
-        const std::size_t knob = context().knobs.ipc_chunk_size;
-        const std::size_t piece = knob == 0 ? bytes_ : std::max<std::size_t>(chunk_size_, knob);
-        for (std::size_t off = 0; off < bytes_; off += piece) {
-            std::size_t len = std::min(piece, bytes_ - off);
-            std::unique_ptr<Completion> done;
-            std::string why;
-            int rc = dest_.kind == BufKind::HOST
-                         ? ipc_source_->copy_to_host(off, dest_.contiguous_host() + off, len, &done, &why)
-                         : ipc_source_->copy_to_device(off, *dest_.device, off, len, &done, &why);
-            if (rc != MPI_SUCCESS) {
-                ipc_error_ = rc;
-                ipc_why_ = why;
-                break;
-            }
-            ipc_copies_.push_back(std::move(done));
+// Enqueues the pull; ipc_step (in later progress calls) sees it end and sends the FIN. A
+// failure to enqueue is kept in ipc_error_ for ipc_step to report once the copies already
+// issued have ended.
+void RecvOp::issue_pulls() {
+    // One copy by default (MPIACC_IPC_CHUNK_SIZE=0): on the H200 machine, splitting a
+    // pull into 4 MiB copies cost 20-25% of the bandwidth at 16-64 MiB.
+    const std::size_t knob = context().knobs.ipc_chunk_size;
+    const std::size_t piece = knob == 0 ? bytes_ : std::max<std::size_t>(chunk_size_, knob);
+    for (std::size_t off = 0; off < bytes_; off += piece) {
+        std::size_t len = std::min(piece, bytes_ - off);
+        std::unique_ptr<Completion> done;
+        std::string why;
+        int rc = dest_.kind == BufKind::HOST
+                     ? ipc_source_->copy_to_host(off, dest_.contiguous_host() + off, len, &done, &why)
+                     : ipc_source_->copy_to_device(off, *dest_.device, off, len, &done, &why);
+        if (rc != MPI_SUCCESS) {
+            ipc_error_ = rc;
+            ipc_why_ = why;
+            return;
         }
-        // Not asked about in the step that issued them (nor in the progress call that
-        // matched the envelope): an 8-byte pull ends ~5 us after cudaMemcpyAsync returns
-        // (H200 machine), so a query now (0.26-0.55 us) only delays a blocking receive's
-        // wait in the driver, which comes next.
-        if (ipc_error_ == MPI_SUCCESS) return;
+        ipc_copies_.push_back(std::move(done));
     }
+}
+
+void RecvOp::ipc_step() {
     // Every pull issued must end, failed or not, before the FIN: it releases the sender's
     // buffer, and a pull still running would read it after the sender's call returned.
     for (auto &c : ipc_copies_) {

@@ -224,6 +224,7 @@ private:
     bool admit_pipeline();
     void leave_pipeline();
     void payload_stage_step();
+    void issue_pulls();
     void ipc_step();
     void finish_data();
 
@@ -257,7 +258,6 @@ private:
     PinnedPool *pool_ = nullptr;
     std::unique_ptr<DeviceBuffer> ipc_source_;
     std::vector<std::unique_ptr<Completion>> ipc_copies_;
-    bool ipc_issued_ = false;
     int ipc_error_ = MPI_SUCCESS;  // the first pull that failed, to or in the driver
     std::string ipc_why_;
     bool registered_ = false;
