@@ -11,6 +11,7 @@
  * builds cuda_p2p_same_gpu (both ranks on device 0) and cuda_p2p_pipeline
  * (MPIACC_IPC=0: the staged pipeline that inter-node transfers take).
  * MPIACC-TEST-RANKS: 2 */
+#include "config.h" /* MPIACC_HAVE_CUDA_KERNELS */
 #include "gpu_util.h"
 
 #ifndef CUDA_P2P_SAME_GPU
@@ -751,6 +752,68 @@ static void c_small_isends_stage_at_the_call_unless_they_depend_on_a_stream(void
     CK(cudaStreamDestroy(s));
 }
 
+/* Device-to-device copies of up to MPIACC_CUDA_KERNEL_COPY_MAX (32 KiB) run as a
+ * one-block kernel when both ends are 16-byte aligned, and on a copy engine otherwise.
+ * Device to device at sizes around the vector width and the kernel's limit, from and to
+ * buffers 0, 1, 3 and 16 bytes into their allocations: every byte lands, nothing around
+ * it is written, and the aligned messages were pulled by kernel unless the knob is 0.
+ * Without IPC nothing goes device to device (staging has a host side): no kernel runs. */
+static void c_small_copies_by_kernel_at_every_alignment(void) {
+    const char *ipc_knob = getenv("MPIACC_IPC");
+    const int ipc = !CUDA_P2P_NO_IPC && !(ipc_knob && (!strcmp(ipc_knob, "0") || !strcmp(ipc_knob, "off") ||
+                                                       !strcmp(ipc_knob, "no")));
+    static const size_t sz[] = {1, 8, 15, 16, 17, 200, 4096, 32 * KiB - 1, 32 * KiB, 32 * KiB + 1};
+    static const size_t send_off[] = {0, 1, 16}, recv_off[] = {0, 3, 16};
+    enum { NS = sizeof sz / sizeof sz[0], NO = 3 };
+    const size_t room = 32 * KiB + 64 + GPU_GUARD;
+    unsigned char *d = gpu_malloc(room);
+    MPI_Datatype t = view_type(&CUDA_TAGGED);
+    const long long kernel0 = mpiacc_counter_value("cuda.copy.kernel");
+    long long aligned_small = 0;
+    int tag = 7000;
+    for (int i = 0; i < NS; ++i)
+        for (int a = 0; a < NO; ++a) {
+            const size_t n = sz[i], so = send_off[a], ro = recv_off[(a + i) % NO];
+            const size_t ref = msg_off(tag, 0);
+            if (n <= 32 * KiB && so % 16 == 0 && ro % 16 == 0) ++aligned_small;
+            if (mt_rank == 0) {
+                gpu_upload(d + so, gpu_ref + ref, n);
+                MCK(MPI_Send(d + so, (int)n, t, 1, tag, W));
+            } else {
+                gpu_memset(d, GPU_SENTINEL, room);
+                MPI_Status st;
+                MCK(MPI_Recv(d + ro, (int)n, t, 0, tag, W, &st));
+                GPU_CHECK_STATUS(st, 0, tag, n, "%zu bytes from offset %zu into offset %zu", n, so, ro);
+                const unsigned char *got = gpu_download(d, room);
+                GPU_CHECK_UNTOUCHED(got, ro, GPU_SENTINEL, "before %zu bytes received at offset %zu", n, ro);
+                GPU_CHECK_SAME(got + ro, gpu_ref + ref, n, "%zu bytes from offset %zu into offset %zu", n, so, ro);
+                GPU_CHECK_UNTOUCHED(got + ro + n, room - ro - n, GPU_SENTINEL, "after %zu bytes received at offset %zu",
+                                    n, ro);
+            }
+            ++tag;
+        }
+    long long kernels = mpiacc_counter_value("cuda.copy.kernel") - kernel0, total = 0;
+    MCK(MPI_Reduce(&kernels, &total, 1, MPI_LONG_LONG, MPI_SUM, 0, W));
+#if MPIACC_HAVE_CUDA_KERNELS
+    const char *knob = getenv("MPIACC_CUDA_KERNEL_COPY_MAX");
+    if (mt_rank == 0) {
+        if (knob && !strcmp(knob, "0"))
+            MT_CHECK(total == 0, "%lld copies ran by kernel with MPIACC_CUDA_KERNEL_COPY_MAX=0", total);
+        else if (!ipc)
+            MT_CHECK(total == 0, "%lld copies ran by kernel without IPC (every copy has a host side)", total);
+        else
+            MT_CHECK(total >= aligned_small, "%lld copies ran by kernel for %lld aligned messages of at most 32 KiB",
+                     total, aligned_small);
+    }
+#else
+    (void)ipc;
+    (void)aligned_small;
+    if (mt_rank == 0) MT_CHECK(total == 0, "%lld copies ran by kernel in a build without them", total);
+#endif
+    view_type_free(&CUDA_TAGGED, &t);
+    CK(cudaFree(d));
+}
+
 static const gpu_case_t cases[] = {
     {"send_recv_host_to_cuda_tagged_every_size_both_directions", c_send_recv_host_to_cuda_tagged, 0},
     {"send_recv_cuda_tagged_to_host_every_size_both_directions", c_send_recv_cuda_tagged_to_host, 0},
@@ -786,6 +849,7 @@ static const gpu_case_t cases[] = {
      c_small_sends_follow_the_receivers_memory, 0},
     {"small_isends_stage_at_the_call_unless_they_depend_on_a_stream",
      c_small_isends_stage_at_the_call_unless_they_depend_on_a_stream, 0},
+    {"small_device_copies_by_kernel_at_every_alignment", c_small_copies_by_kernel_at_every_alignment, 0},
 };
 
 int main(int argc, char **argv) {
