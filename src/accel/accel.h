@@ -135,6 +135,10 @@ public:
         *why = "IPC is not available for this buffer kind";
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }
+    // Whether this process already works with a device of this kind on the calling
+    // thread's current device (CUDA: its primary context exists), so that ipc_import
+    // costs it no new context. Kinds without one say no.
+    virtual bool device_in_use() { return false; }
     // Page-locks host memory [p, p+bytes) so that this kind's copies from and to it run
     // as asynchronous DMA (cudaHostRegister). False when the kind cannot, or it failed;
     // the memory then stays as it was. unregister_host undoes it, before the memory is freed.

@@ -252,6 +252,8 @@ bool RecvOp::wait_for_device() {
         chunks_.front().copy->wait_bounded();
     } else if (state_ == State::IPC_PULL && !ipc_copies_.empty()) {
         for (auto &c : ipc_copies_) c->wait_bounded();
+    } else if (state_ == State::IPC_PULL && !chunks_.empty()) {
+        chunks_.front().copy->wait_bounded();
     } else {
         return false;
     }
@@ -396,15 +398,20 @@ void RecvOp::on_envelope(const Envelope &env) {
     // The receiver decides (DESIGN 2.4): IPC pull when the sender's CUDA memory is
     // reachable here, direct when both sides are host, the pipeline otherwise.
     Accel *cuda = accel_for(BufKind::CUDA);
-    // Into host memory, a pull is one device-to-host copy into (usually pageable) memory;
-    // below 2 MiB the pipeline, whose sender stages through pinned slots on its own
-    // device, did better on the H200 machine (256 KiB: 6.9 GB/s pulled, 10.6-13.5 piped;
-    // 4 MiB: 14.8 pulled, 12-12.6 piped).
+    // Into host memory, a pull is one device-to-host copy. Straight into (usually
+    // pageable) memory it only pays from 2 MiB (H200 machine: 256 KiB 6.9 GB/s pulled,
+    // 10.6-13.5 through the sender's pipeline; 4 MiB 14.8 pulled, 12-12.6 piped). Below
+    // that, or into a non-contiguous type, it goes through pinned slots and a copy out of
+    // each: one copy on the device and one on the host, as staging by hand, without the
+    // pipeline's CTS round trip first. Only in a process that already works with a CUDA
+    // device: a host-only rank gets no context (hundreds of MiB) from a message.
     constexpr std::size_t kPullIntoHostMin = 2u << 20;
-    bool host_dest_contig = dest_.kind == BufKind::HOST && dest_.contiguous_host() && bytes_ >= kPullIntoHostMin;
-    if ((env.flags & kEnvelopeHasIpc) && env.node_id == ctx.node_id && ctx.knobs.ipc && cuda && cuda->available() &&
-        (dest_.kind == BufKind::CUDA || host_dest_contig)) {
+    const bool ipc_offered =
+        (env.flags & kEnvelopeHasIpc) && env.node_id == ctx.node_id && ctx.knobs.ipc && cuda && cuda->available();
+    const bool host_dest = dest_.kind == BufKind::HOST;
+    if (ipc_offered && (dest_.kind == BufKind::CUDA || (host_dest && cuda->device_in_use()))) {
         mode_ = TransferMode::IPC;
+        pull_through_slots_ = host_dest && !(dest_.contiguous_host() && bytes_ >= kPullIntoHostMin);
     } else if (sender_kind == BufKind::HOST && dest_.kind == BufKind::HOST) {
         mode_ = TransferMode::DIRECT;
     } else {
@@ -436,7 +443,7 @@ void RecvOp::on_envelope(const Envelope &env) {
             state_ = State::IPC_PULL;
             issue_pulls();
             // Nothing to wait for (no bytes, or the first copy failed to enqueue): on at once.
-            if (ipc_copies_.empty()) ipc_step();
+            if (ipc_copies_.empty() && chunks_.empty()) ipc_step();
             return;
         }
     }
@@ -605,6 +612,17 @@ void RecvOp::pipeline_step() {
 // failure to enqueue is kept in ipc_error_ for ipc_step to report once the copies already
 // issued have ended.
 void RecvOp::issue_pulls() {
+    if (pull_through_slots_) {
+        // Chunks small enough that copying one out of its slot overlaps the pulls of
+        // the next ones.
+        constexpr std::size_t kSlotPullChunk = 256u << 10;
+        pool_ = ipc_source_->staging_pool();
+        chunk_size_ = std::min({chunk_size_, kSlotPullChunk, pool_->slot_size()});
+        nchunks_ = (bytes_ + chunk_size_ - 1) / chunk_size_;
+        next_chunk_ = chunks_done_ = 0;
+        slot_pulls_step();
+        return;
+    }
     // One copy by default (MPIACC_IPC_CHUNK_SIZE=0): on the H200 machine, splitting a
     // pull into 4 MiB copies cost 20-25% of the bandwidth at 16-64 MiB.
     const std::size_t knob = context().knobs.ipc_chunk_size;
@@ -625,9 +643,67 @@ void RecvOp::issue_pulls() {
     }
 }
 
+// Lands the slot pulls that ended (in the user's buffer), and issues more while slots
+// and depth allow. True once every chunk has ended, or, after a failure, every chunk
+// already issued.
+bool RecvOp::slot_pulls_step() {
+    for (auto it = chunks_.begin(); it != chunks_.end();) {
+        if (!it->copy->test()) {
+            ++it;
+            continue;
+        }
+        if (it->copy->error() != MPI_SUCCESS) {
+            if (ipc_error_ == MPI_SUCCESS) {
+                ipc_error_ = it->copy->error();
+                ipc_why_ = "copying a chunk of the sender's device memory into a pinned slot failed";
+            }
+        } else if (ipc_error_ == MPI_SUCCESS) {
+            if (char *contig = dest_.contiguous_host())
+                std::memcpy(contig + it->offset, it->staging, it->len);
+            else
+                unpack_range(it->staging, it->len, dest_.host, dest_.count, dest_.type.get(), it->offset);
+        }
+        it->pool->release(it->staging);
+        ++chunks_done_;
+        it = chunks_.erase(it);
+    }
+    while (ipc_error_ == MPI_SUCCESS && chunks_.size() < depth_ && next_chunk_ < nchunks_) {
+        void *slot = pool_->acquire();
+        if (!slot) {
+            if (pool_->allocations() == 0 && !pool_->last_error().empty()) {
+                ipc_error_ = MPI_ERR_NO_MEM;
+                ipc_why_ = "no pinned staging memory: " + pool_->last_error();
+            }
+            MPIACC_COUNT("pool.wait");
+            break;  // back-pressure: wait for a slot
+        }
+        ChunkState c;
+        c.index = next_chunk_;
+        c.offset = next_chunk_ * chunk_size_;
+        c.len = std::min(chunk_size_, bytes_ - c.offset);
+        c.staging = slot;
+        c.pool = pool_;
+        std::string why;
+        int rc = chunk_copy_fault(&why) ? MPI_ERR_OTHER : ipc_source_->copy_to_host(c.offset, slot, c.len, &c.copy, &why);
+        if (rc != MPI_SUCCESS) {
+            pool_->release(slot);
+            ipc_error_ = rc;
+            ipc_why_ = why;
+            break;
+        }
+        c.stage = ChunkState::Stage::COPYING;
+        chunks_.push_back(std::move(c));
+        ++next_chunk_;
+    }
+    return chunks_.empty() && (ipc_error_ != MPI_SUCCESS || chunks_done_ == nchunks_);
+}
+
 void RecvOp::ipc_step() {
     // Every pull issued must end, failed or not, before the FIN: it releases the sender's
     // buffer, and a pull still running would read it after the sender's call returned.
+    if (pull_through_slots_) {
+        if (!slot_pulls_step()) return;
+    }
     for (auto &c : ipc_copies_) {
         if (!c->test()) return;
         if (c->error() != MPI_SUCCESS && ipc_error_ == MPI_SUCCESS) ipc_error_ = c->error();

@@ -226,6 +226,7 @@ private:
     void payload_stage_step();
     void issue_pulls();
     void ipc_step();
+    bool slot_pulls_step();
     void finish_data();
 
     enum class State { MATCHING, PAYLOAD_COPY, PAYLOAD_STAGE, AWAIT_SLOT, DATA, IPC_PULL, FIN, DONE };
@@ -258,6 +259,9 @@ private:
     PinnedPool *pool_ = nullptr;
     std::unique_ptr<DeviceBuffer> ipc_source_;
     std::vector<std::unique_ptr<Completion>> ipc_copies_;
+    // A pull into host memory below kPullIntoHostMin, or not contiguous: chunk by chunk
+    // into pinned slots of this process's device (chunks_), each copied out on landing.
+    bool pull_through_slots_ = false;
     int ipc_error_ = MPI_SUCCESS;  // the first pull that failed, to or in the driver
     std::string ipc_why_;
     bool registered_ = false;

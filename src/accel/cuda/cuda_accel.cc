@@ -719,6 +719,7 @@ struct CudaAccel::State : std::enable_shared_from_this<CudaAccel::State> {
     void shutdown();
 
     std::atomic<int> avail{0};  // 0 not probed, 1 usable, 2 not
+    std::atomic<std::uint64_t> contexts_seen{0};  // device_in_use: ordinals < 64 seen active
     std::once_flag probe_once;
     std::string unavailable_why;
     int device_count = 0;
@@ -1458,6 +1459,24 @@ bool CudaAccel::owns_pointer(const void *addr, int *device_ordinal) {
 int CudaAccel::ipc_import(const IpcExport &peer, std::size_t bytes, std::unique_ptr<DeviceBuffer> *out,
                           std::string *why) {
     return state_->ipc_import(peer, bytes, out, why);
+}
+
+bool CudaAccel::device_in_use() {
+    if (!available()) return false;
+    int device = 0;
+    if (quiet(cudaGetDevice(&device)) != cudaSuccess || device < 0) return false;
+    State &s = *state_;
+    const std::uint64_t bit = device < 64 ? std::uint64_t{1} << device : 0;
+    if (s.contexts_seen.load(std::memory_order_relaxed) & bit) return true;
+    const DriverApi &d = *s.driver;
+    CUdevice dev = 0;
+    unsigned flags = 0;
+    int active = 0;
+    if (!d.device_get || !d.primary_ctx_state || d.device_get(&dev, device) != CUDA_SUCCESS ||
+        d.primary_ctx_state(dev, &flags, &active) != CUDA_SUCCESS || !active)
+        return false;
+    s.contexts_seen.fetch_or(bit, std::memory_order_relaxed);  // a primary context stays
+    return true;
 }
 
 void CudaAccel::shutdown() { state_->shutdown(); }

@@ -40,6 +40,8 @@ public:
     bool owns_pointer(const void *addr, int *device_ordinal) override;
     int ipc_import(const IpcExport &peer, std::size_t bytes, std::unique_ptr<DeviceBuffer> *out,
                    std::string *why) override;
+    // The current device's primary context exists (asked of the driver until it does).
+    bool device_in_use() override;
     bool register_host(void *p, std::size_t bytes) override;
     void unregister_host(void *p) override;
     void shutdown() override;

@@ -1,0 +1,69 @@
+/* A CUDA sender and a peer that never uses CUDA itself. Rank 1 receives device messages
+ * into host memory at sizes from 1 byte to past the 2 MiB at which a pull into host
+ * memory would go straight in; it must not gain a CUDA context from them (hundreds of
+ * MiB on the GPU), so it declines every pull and the sender stages. Every byte is
+ * checked; rank 1 opened no IPC mapping and built no device state, and rank 0 saw the
+ * declines.
+ * MPIACC-TEST-RANKS: 2 */
+#include "gpu_util.h"
+
+long long mpiacc_counter_value(const char *name);
+
+static void c_host_only_peer_receives_without_a_context(void) {
+    static const size_t sz[] = {1, 200, 16 * KiB, 64 * KiB, 1 * MiB, 3 * MiB};
+    enum { NS = sizeof sz / sizeof sz[0] };
+    const size_t most = 3 * MiB;
+    const long long declined0 = mpiacc_counter_value("protocol.send.ipc_declined");
+    unsigned char *host = malloc(most);
+    if (!host) gpu_die(__FILE__, __LINE__, "out of host memory");
+    if (mt_rank == 0) {
+        void *d = NULL;
+        CK(cudaSetDevice(0));
+        CK(cudaMalloc(&d, most));
+        MPI_Datatype t = gpu_tagged(MPI_CHAR, MPIX_ACC_BUF_CUDA);
+        for (int i = 0; i < NS; ++i) {
+            mt_fill(host, sz[i], 0x9e3779b97f4a7c15ull + (uint64_t)i);
+            CK(cudaMemcpy(d, host, sz[i], cudaMemcpyHostToDevice));
+            MCK(MPI_Send(d, (int)sz[i], t, 1, 100 + i, MPI_COMM_WORLD));
+        }
+        MCK(MPI_Type_free(&t));
+        CK(cudaFree(d));
+    } else {
+        for (int i = 0; i < NS; ++i) {
+            MPI_Status st;
+            memset(host, 0, most);
+            MCK(MPI_Recv(host, (int)sz[i], MPI_CHAR, 0, 100 + i, MPI_COMM_WORLD, &st));
+            GPU_CHECK_STATUS(st, 0, 100 + i, sz[i], "%zu bytes into host memory", sz[i]);
+            size_t bad = mt_verify(host, sz[i], 0x9e3779b97f4a7c15ull + (uint64_t)i);
+            MT_CHECK(bad == (size_t)-1, "%zu bytes: first wrong byte at %zu", sz[i], bad);
+        }
+        MT_CHECK(mpiacc_counter_value("cuda.ipc.open") == 0, "the host-only rank opened %lld IPC mappings",
+                 mpiacc_counter_value("cuda.ipc.open"));
+        MT_CHECK(mpiacc_counter_value("cuda.stream.created") == 0,
+                 "the host-only rank created %lld CUDA streams (a device state, so a context)",
+                 mpiacc_counter_value("cuda.stream.created"));
+    }
+    if (mt_rank == 0)
+        MT_CHECK(mpiacc_counter_value("protocol.send.ipc_declined") > declined0,
+                 "no pull offer was declined by a peer without a CUDA context");
+    free(host);
+}
+
+int main(int argc, char **argv) {
+    MT_INIT(&argc, &argv);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    /* Not gpu_setup: that makes a context on every rank. MPIX_Query_cuda_support only
+     * counts devices. */
+    int ok = mt_size == 2 && MPIX_Query_cuda_support(), all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all)
+        mt_skip("host_only_peer_receives_device_messages_without_a_cuda_context",
+                mt_size != 2 ? "needs exactly 2 ranks" : "no usable CUDA device (MPIX_Query_cuda_support() = 0)");
+    else
+        MT_CASE("host_only_peer_receives_device_messages_without_a_cuda_context") {
+            gpu_arm("host_only_peer_receives_device_messages_without_a_cuda_context", GPU_CASE_LIMIT_S);
+            c_host_only_peer_receives_without_a_context();
+            alarm(0);
+        }
+    return mt_finalize();
+}
