@@ -314,10 +314,10 @@ int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit,
     // Rendezvous started by envelopes run outside the lock: they may wait for a send
     // another thread drives. Every record MPICH completed was released above, so
     // progress here cannot confuse a reused handle with one of them.
-    for (auto &e : s.envelopes) {
-        MPI_Comm comm = e.second->comm;
-        s.errs[e.first] = finish_envelope_op(std::move(e.second), &st[e.first]);
-        if (s.errs[e.first] != MPI_SUCCESS) s.raise.emplace_back(comm, s.errs[e.first]);
+    if (!s.envelopes.empty()) {
+        finish_envelope_ops(s.envelopes, st, s.errs.data());
+        for (auto &e : s.envelopes)
+            if (s.errs[e.first] != MPI_SUCCESS) s.raise.emplace_back(e.second->comm, s.errs[e.first]);
     }
     s.envelopes.clear();
     for (const auto &r : s.raise) PMPI_Comm_call_errhandler(r.first, r.second);

@@ -285,19 +285,47 @@ bool complete_host_recv_fast(HostRecv *rec, const MPI_Status &mpich_status, int 
     return true;
 }
 
-int finish_envelope_op(std::unique_ptr<RecvOp> op, MPI_Status *status) {
-    progress_until([&] {
-        StateLock lock;
-        if (!op->complete) op->progress();
-        return op->complete;
-    });
-    settle_pending(op.get());
+namespace {
+
+int envelope_op_result(RecvOp *op, MPI_Status *status) {
+    settle_pending(op);
     if (status != MPI_STATUS_IGNORE) {
         const int keep = status->MPI_ERROR;
         *status = op->status;
         status->MPI_ERROR = keep;
     }
     return op->error;
+}
+
+}  // namespace
+
+int finish_envelope_op(std::unique_ptr<RecvOp> op, MPI_Status *status) {
+    progress_until([&] {
+        StateLock lock;
+        if (!op->complete) op->progress();
+        return op->complete;
+    });
+    return envelope_op_result(op.get(), status);
+}
+
+void finish_envelope_ops(std::vector<std::pair<int, std::unique_ptr<RecvOp>>> &ops, MPI_Status statuses[],
+                         int errors[]) {
+    // Together, not one after another: each op has sent its CTS, so its sender is
+    // filling staging slots for it, and an op nobody drives stops receiving after its
+    // first `depth` chunks while its sender keeps those slots. Finishing a window of
+    // 16 MiB cl_mem -> host receives one by one hung as soon as the parked ones held
+    // the sender's whole pool (MPIACC_PIPELINE_TRANSFERS=0, or a pool under about two
+    // transfers' depth of slots).
+    progress_until([&] {
+        StateLock lock;
+        bool all = true;
+        for (auto &e : ops) {
+            if (!e.second->complete) e.second->progress();
+            all = all && e.second->complete;
+        }
+        return all;
+    });
+    for (auto &e : ops) errors[e.first] = envelope_op_result(e.second.get(), &statuses[e.first]);
 }
 
 HostRecvPoll poll_host_recv(HostRecv *rec) {

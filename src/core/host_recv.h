@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "protocol/envelope.h"
@@ -162,6 +163,12 @@ bool complete_host_recv_fast(HostRecv *rec, const MPI_Status &mpich_status, int 
 // Drives a RecvOp from complete_host_recv to its end: *status (MPI_ERROR untouched) and
 // the error. Not under the StateLock: the rendezvous may wait for another thread's send.
 int finish_envelope_op(std::unique_ptr<RecvOp> op, MPI_Status *status);
+
+// The same for every RecvOp one completion call got from its envelopes: all of them are
+// driven in each round until the last one ends (see the definition for why), then each
+// result goes to statuses[i] and errors[i], i the op's index in the user's array.
+void finish_envelope_ops(std::vector<std::pair<int, std::unique_ptr<RecvOp>>> &ops, MPI_Status statuses[],
+                         int errors[]);
 
 // Looks at a posted record without completing the user's handle. A payload is delivered
 // (DELIVERED); an envelope turns the record into a RecvOp registered under the user's
