@@ -628,9 +628,7 @@ long long mpiacc_counter_value(const char *name);
 static void c_small_sends_are_pulled_into_host_and_device_receives(void) {
     enum { N_HOST = 60, N_DEVICE = 80 };
     /* The suite also runs whole with MPIACC_IPC=0: then every small send goes staged. */
-    const char *ipc_knob = getenv("MPIACC_IPC");
-    const int ipc = !CUDA_P2P_NO_IPC && !(ipc_knob && (!strcmp(ipc_knob, "0") || !strcmp(ipc_knob, "off") ||
-                                                       !strcmp(ipc_knob, "no")));
+    const int ipc = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on();
     const size_t n = 64;
     const int tagbase = 6000;
     if (ipc) {
@@ -706,9 +704,7 @@ static void c_small_sends_are_pulled_into_host_and_device_receives(void) {
  * attribute they keep the handshake. Either way MPI_Issend stays synchronous, a host
  * send after them arrives after them, and the bytes are the call's. */
 static void c_small_isends_stage_at_the_call_unless_they_depend_on_a_stream(void) {
-    const char *ipc_knob = getenv("MPIACC_IPC");
-    const int ipc = !CUDA_P2P_NO_IPC && !(ipc_knob && (!strcmp(ipc_knob, "0") || !strcmp(ipc_knob, "off") ||
-                                                       !strcmp(ipc_knob, "no")));
+    const int ipc = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on();
     static const size_t sz[] = {1, 4096, 64 * 1024};
     const int tagbase = 6500;
     cudaStream_t s = NULL;
@@ -765,9 +761,7 @@ static void c_small_isends_stage_at_the_call_unless_they_depend_on_a_stream(void
  * it is written, and the aligned messages were pulled by kernel unless the knob is 0.
  * Without IPC nothing goes device to device (staging has a host side): no kernel runs. */
 static void c_small_copies_by_kernel_at_every_alignment(void) {
-    const char *ipc_knob = getenv("MPIACC_IPC");
-    const int ipc = !CUDA_P2P_NO_IPC && !(ipc_knob && (!strcmp(ipc_knob, "0") || !strcmp(ipc_knob, "off") ||
-                                                       !strcmp(ipc_knob, "no")));
+    const int ipc = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on();
     static const size_t sz[] = {1, 8, 15, 16, 17, 200, 4096, 32 * KiB - 1, 32 * KiB, 32 * KiB + 1};
     static const size_t send_off[] = {0, 1, 16}, recv_off[] = {0, 3, 16};
     enum { NS = sizeof sz / sizeof sz[0], NO = 3 };

@@ -220,6 +220,12 @@ static inline void gpu_ref_init(void) {
             }                                                                                      \
     } while (0)
 
+/* MPIACC_IPC as the library reads it at MPI_Init (a BOOL knob, on unless 0, off or no). */
+static inline int gpu_ipc_knob_on(void) {
+    const char *v = getenv("MPIACC_IPC");
+    return !(v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no")));
+}
+
 /* ------------------------------------------------------------------ device memory */
 
 /* The library copies on its own non-blocking streams, which do not wait for the legacy
