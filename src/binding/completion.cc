@@ -91,8 +91,11 @@ private:
 };
 
 // The host receive behind *req, if it is one (*found): completes it once MPICH's request
-// has completed (PMPI_Test, or PMPI_Wait when `block`). An envelope runs the rendezvous it
-// starts before returning, the one case where MPI_Test waits. *status keeps MPI_ERROR.
+// has completed (PMPI_Test, or PMPI_Wait when `block`). *status keeps MPI_ERROR. Not
+// blocking, an envelope makes the record an op under the same handle (poll_host_recv;
+// *found false, so the caller goes on to the op): MPI_Test is local and must not wait for
+// a rendezvous whose data may depend on what this rank does next. Blocking, the
+// rendezvous runs here to its end.
 Check complete_record(MPI_Request *req, MPI_Status *status, int *rc, bool block, bool *found) {
     Context &ctx = context();
     std::unique_ptr<RecvOp> op;
@@ -103,6 +106,13 @@ Check complete_record(MPI_Request *req, MPI_Status *status, int *rc, bool block,
         HostRecv *rec = ctx.host_recvs.find(*req);
         *found = rec != nullptr;
         if (!rec) return Check::PENDING;
+        if (!block) {
+            switch (poll_host_recv(rec)) {
+                case HostRecvPoll::PENDING: return Check::PENDING;
+                case HostRecvPoll::PROMOTED: *found = false; return Check::PENDING;
+                case HostRecvPoll::DELIVERED: break;  // MPICH's request is complete: the test frees it
+            }
+        }
         MPI_Request h = *req;
         MPI_Status mst;
         mst.MPI_ERROR = MPI_SUCCESS;

@@ -1,6 +1,8 @@
 /* MPI semantics with cl_mem buffers (issue 3): ordering against a pending event, the
  * progress rule, probes, truncation, cancel, the object cache, and bad input.
  * MPIACC-TEST-RANKS: 2 */
+#include <unistd.h>
+
 #include "opencl_util.h"
 
 static const char *cases[] = {
@@ -20,6 +22,7 @@ static const char *cases[] = {
     "bsend_and_ibsend_from_cl_mem_complete_locally_and_deliver_the_bytes_of_the_call",
     "one_type_is_read_anew_after_each_attribute_change",
     "isend_whose_event_fails_fails_on_both_sides_and_later_pipelines_arrive_intact",
+    "test_of_a_receive_holding_a_gated_envelope_returns_without_waiting_for_the_data",
 };
 
 /* Rank 0 makes a bad call; both ranks then check a good transfer still works. */
@@ -479,6 +482,56 @@ int main(int argc, char **argv) {
         clReleaseMemObject(m);
         MPI_Type_free(&t);
     }
+    MT_CASE(cases[c++]) {
+        /* MPI_Test is local (MPI 3.7.3): on a host receive whose envelope has arrived it
+         * starts the rendezvous and returns. The data here waits for an event that rank 0
+         * sets only after rank 1's MPI_Test has returned, so a test that finished the
+         * rendezvous itself would wait forever. */
+        const size_t n = (1 << 20) + 3;
+        const int tag = 2900;
+        MPI_Datatype t = ocl_type(&e);
+        if (mt_rank == 0) {
+            cl_event gate;
+            MPI_Datatype gated = gated_by_user_event(&e, t, &gate);
+            cl_mem m = ocl_alloc(&e, n);
+            unsigned char *h = p2p_alloc(n);
+            memset(h, 0, n);
+            ocl_write(&e, m, 0, h, n);
+            MPI_Request r;
+            MT_CHECK(MPI_Isend(m, (int)n, gated, 1, tag, MPI_COMM_WORLD, &r) == MPI_SUCCESS, "isend failed");
+            MPI_Type_free(&gated);
+            int go = 0;
+            MPI_Recv(&go, 1, MPI_INT, 1, tag + 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            mt_fill(h, n, 29);
+            ocl_write(&e, m, 0, h, n);
+            clSetUserEventStatus(gate, CL_COMPLETE);
+            MT_CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS, "sender wait");
+            clReleaseEvent(gate);
+            clReleaseMemObject(m);
+            free(h);
+        } else if (mt_rank == 1) {
+            unsigned char *h = p2p_alloc(n);
+            MPI_Request r;
+            MPI_Irecv(h, (int)n, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &r);
+            /* No MPI call meanwhile: the first call to look at the receive is the test. */
+            usleep(300 * 1000);
+            int go = 1, flag = 1;
+            double t0 = MPI_Wtime();
+            MT_CHECK(MPI_Test(&r, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS, "test failed");
+            MT_CHECK(!flag, "the receive completed before its data could exist");
+            MT_CHECK(MPI_Wtime() - t0 < 1.0, "MPI_Test took %.2f s", MPI_Wtime() - t0);
+            MT_CHECK(r != MPI_REQUEST_NULL, "MPI_Test freed a request it did not complete");
+            MPI_Send(&go, 1, MPI_INT, 0, tag + 2, MPI_COMM_WORLD);
+            MPI_Status st;
+            while (!flag) MT_CHECK(MPI_Test(&r, &flag, &st) == MPI_SUCCESS, "test failed");
+            MT_CHECK(p2p_count(&st, MPI_BYTE) == (int)n && st.MPI_SOURCE == 0 && st.MPI_TAG == tag,
+                     "status: %d bytes from %d tag %d", p2p_count(&st, MPI_BYTE), st.MPI_SOURCE, st.MPI_TAG);
+            P2P_CHECK_BYTES(h, n, 29, "gated payload");
+            free(h);
+        }
+        MPI_Type_free(&t);
+    }
+
     ocl_teardown(&e);
     return mt_finalize();
 }
