@@ -47,7 +47,7 @@ struct IpcExport {
     std::uint8_t event_handle[64];  // cudaIpcEventHandle_t marking the data ready
     std::uint64_t offset;           // region start within the allocation
     std::uint64_t buffer_id;        // allocation identity: a reused address gets a new id
-    std::int32_t device_ordinal;    // sender's device (informational)
+    std::int32_t device_pci;        // sender's device: PCI domain << 13 | bus << 5 | device, or -1
     std::uint32_t has_event;        // 1 when event_handle is valid (a dependency existed)
 };
 static_assert(sizeof(IpcExport) == 152, "IpcExport is part of the wire format");

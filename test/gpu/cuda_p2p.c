@@ -754,14 +754,18 @@ static void c_small_isends_stage_at_the_call_unless_they_depend_on_a_stream(void
     CK(cudaStreamDestroy(s));
 }
 
-/* Device-to-device copies of up to MPIACC_CUDA_KERNEL_COPY_MAX (32 KiB) run as a
- * one-block kernel when both ends are 16-byte aligned, and on a copy engine otherwise.
- * Device to device at sizes around the vector width and the kernel's limit, from and to
- * buffers 0, 1, 3 and 16 bytes into their allocations: every byte lands, nothing around
- * it is written, and the aligned messages were pulled by kernel unless the knob is 0.
- * Without IPC nothing goes device to device (staging has a host side): no kernel runs. */
+/* Device-to-device copies within one GPU of up to MPIACC_CUDA_KERNEL_COPY_MAX (32 KiB)
+ * run as a one-block kernel when both ends are 16-byte aligned, and on a copy engine
+ * otherwise. Device to device at sizes around the vector width and the kernel's limit,
+ * from and to buffers 0, 1, 3 and 16 bytes into their allocations: every byte lands,
+ * nothing around it is written, and where both ranks use one GPU the aligned messages
+ * were pulled by kernel unless the knob is 0. Pulls from another GPU, and everything
+ * without IPC (staging has a host side), run on copy engines: no kernel runs. */
 static void c_small_copies_by_kernel_at_every_alignment(void) {
     const int ipc = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on();
+    int my_dev = -1, peer_dev = -1;
+    CK(cudaGetDevice(&my_dev));
+    MCK(MPI_Sendrecv(&my_dev, 1, MPI_INT, gpu_peer, 6999, &peer_dev, 1, MPI_INT, gpu_peer, 6999, W, MPI_STATUS_IGNORE));
     static const size_t sz[] = {1, 8, 15, 16, 17, 200, 4096, 32 * KiB - 1, 32 * KiB, 32 * KiB + 1};
     static const size_t send_off[] = {0, 1, 16}, recv_off[] = {0, 3, 16};
     enum { NS = sizeof sz / sizeof sz[0], NO = 3 };
@@ -801,6 +805,9 @@ static void c_small_copies_by_kernel_at_every_alignment(void) {
             MT_CHECK(total == 0, "%lld copies ran by kernel with MPIACC_CUDA_KERNEL_COPY_MAX=0", total);
         else if (!ipc)
             MT_CHECK(total == 0, "%lld copies ran by kernel without IPC (every copy has a host side)", total);
+        else if (my_dev != peer_dev)
+            MT_CHECK(total == 0, "%lld copies ran by kernel pulling from another GPU (devices %d and %d)", total,
+                     my_dev, peer_dev);
         else
             MT_CHECK(total >= aligned_small, "%lld copies ran by kernel for %lld aligned messages of at most 32 KiB",
                      total, aligned_small);
@@ -808,6 +815,7 @@ static void c_small_copies_by_kernel_at_every_alignment(void) {
 #else
     (void)ipc;
     (void)aligned_small;
+    (void)peer_dev;
     if (mt_rank == 0) MT_CHECK(total == 0, "%lld copies ran by kernel in a build without them", total);
 #endif
     view_type_free(&CUDA_TAGGED, &t);

@@ -79,6 +79,23 @@ cudaError_t quiet(cudaError_t e) {
 
 std::uintptr_t as_addr(const void *p) { return reinterpret_cast<std::uintptr_t>(p); }
 
+// A device's place on the PCI bus as one number, domain << 13 | bus << 5 | device, which
+// names one GPU in every process of a node whatever its ordinal there; -1 if unknown.
+std::int32_t pci_location(int ordinal) {
+    int domain = -1, bus = -1, dev = -1;
+    if (quiet(cudaDeviceGetAttribute(&domain, cudaDevAttrPciDomainId, ordinal)) != cudaSuccess ||
+        quiet(cudaDeviceGetAttribute(&bus, cudaDevAttrPciBusId, ordinal)) != cudaSuccess ||
+        quiet(cudaDeviceGetAttribute(&dev, cudaDevAttrPciDeviceId, ordinal)) != cudaSuccess || domain < 0 ||
+        domain > 0xffff || bus < 0 || bus > 0xff || dev < 0 || dev > 0x1f)
+        return -1;
+    return static_cast<std::int32_t>(domain) << 13 | bus << 5 | dev;
+}
+
+std::string pci_text(std::int32_t location) {
+    if (location < 0) return "unknown";
+    return format("%04x:%02x:%02x", location >> 13, (location >> 5) & 0xff, location & 0x1f);
+}
+
 // Driver functions the runtime has no equivalent for; null where the driver lacks one.
 struct DriverApi {
     PFN_cuPointerGetAttributes_v7000 pointer_get_attributes = nullptr;
@@ -347,7 +364,7 @@ struct IpcMapping {
     void *base = nullptr;
     std::size_t size = 0;  // 0 when the driver could not say
     int device = -1;
-    bool kernel_ok = false;  // `device`'s kernels may read it (its own memory, or a peer's)
+    bool kernel_ok = false;  // copy kernels on `device` read it: it is `device`'s own memory
     std::shared_ptr<const DriverApi> driver;
 
     IpcMapping() = default;
@@ -459,6 +476,9 @@ struct DeviceState {
     // the stream's done word (MPIACC_CUDA_COPY_FLAGS, on devices with 64-bit stream
     // memory operations): their end is seen in host memory, as a kernel copy's is.
     bool flag_copies = false;
+    // The device's place on the PCI bus (pci_location()): how a peer process tells
+    // whether memory it maps lives on the GPU it runs on.
+    std::int32_t pci_location = -1;
     std::uint64_t *done_words = nullptr;      // pinned, mapped: one per stream (StreamTracker)
     std::uint64_t *done_words_dev = nullptr;  // the same words as the device addresses them
 
@@ -520,7 +540,7 @@ class CopyCompletion final : public Completion {
 public:
     CopyCompletion(std::shared_ptr<DeviceState> device, std::size_t stream_index, void *dst, const void *src,
                    std::size_t len, std::vector<std::shared_ptr<EventRef>> deps,
-                   std::vector<std::shared_ptr<void>> keep, bool by_kernel)
+                   std::vector<std::shared_ptr<void>> keep, bool by_kernel, bool may_flag)
         : device_(std::move(device)),
           stream_index_(stream_index),
           stream_(device_->streams[stream_index]),
@@ -531,7 +551,8 @@ public:
           deps_(std::move(deps)),
           keep_(std::move(keep)),
           bounded_(deps_.empty()),
-          by_kernel_(by_kernel) {}
+          by_kernel_(by_kernel),
+          may_flag_(may_flag && device_->flag_copies) {}
 
     // Enqueue now, or (host_orders) once the dependencies have completed. Fails only
     // on an error to report at once.
@@ -649,7 +670,7 @@ private:
             // Without CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER the write is preceded by a
             // system-wide fence, so the copy's bytes are visible once the word is (read
             // with acquire). Where the write cannot be enqueued the event alone tells.
-            if (e == cudaSuccess && device_->flag_copies) {
+            if (e == cudaSuccess && may_flag_) {
                 auto word = reinterpret_cast<CUdeviceptr>(&device_->done_words_dev[stream_index_]);
                 flagged_ = device_->driver->stream_write_value64(reinterpret_cast<CUstream>(stream_), word,
                                                                  tracker_->peek_next(),
@@ -705,6 +726,7 @@ private:
     std::shared_ptr<EventRef> done_;
     const bool bounded_;  // no user or peer dependency: ends within its own running time
     const bool by_kernel_;
+    const bool may_flag_;             // a copy-engine copy to flag (not an IPC pull)
     bool flagged_ = false;            // a copy-engine copy that writes the done word behind it
     clock::time_point started_at_{};  // kernel and flagged copies: when it was enqueued
     bool started_ = false;
@@ -849,7 +871,7 @@ public:
         std::memcpy(e.mem_handle, &handle, sizeof handle);
         e.offset = as_addr(ptr_) - info_.base;
         e.buffer_id = info_.buffer_id;
-        e.device_ordinal = info_.ordinal;
+        e.device_pci = device_->pci_location;
         if (dep_) {
             std::shared_ptr<EventRef> shareable = exportable_dependency();
             cudaIpcEventHandle_t ev;
@@ -886,10 +908,10 @@ private:
         return false;
     }
 
-    // Whether a kernel on device `ordinal` may address this region: plain device memory
-    // of that device, or a peer's mapped where that device reaches it. (Managed memory
-    // is left to the copy engines: a kernel touching it could fault pages away from
-    // the host while the application uses them.)
+    // Whether a copy kernel on device `ordinal` reads or writes this region: plain device
+    // memory of that device, or a mapping of another process's memory on that device.
+    // (Managed memory is left to the copy engines: a kernel touching it could fault
+    // pages away from the host while the application uses them.)
     bool kernel_addressable(int ordinal) const {
         if (info_.kind != MemoryKind::DEVICE || info_.ordinal != ordinal) return false;
         return !mapping_ || (mapping_->kernel_ok && mapping_->device == ordinal);
@@ -923,8 +945,12 @@ private:
         const std::size_t index = (mapping_ || other.mapping_)
                                       ? kPullStream
                                       : std::size_t{pair_} * 2 + (flip_.fetch_add(1, std::memory_order_relaxed) & 1u);
+        // IPC pulls are not flagged: on two H200s a flag behind each pull cut windows of
+        // 256 KiB pulls from 49-56 to 29-32 GB/s and 16 MiB from 347-350 to 323, and an
+        // 8 B pull into host memory took 12.5-14.0 us against 9.3-11.3 (session 10).
+        const bool pull = mapping_ || other.mapping_;
         auto op = std::make_unique<CopyCompletion>(device_, index, dst, src, len, std::move(deps), std::move(keep),
-                                                   !host && by_kernel(other, dst, src, len));
+                                                   !host && by_kernel(other, dst, src, len), !pull);
         int rc = op->begin(host_orders, why);
         if (rc != MPI_SUCCESS) return rc;
         *done = std::move(op);
@@ -1107,6 +1133,7 @@ std::shared_ptr<DeviceState> CudaAccel::State::device_state(int ordinal, std::st
     char bus_id[32] = {};
     std::string pci;
     if (quiet(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, ordinal)) == cudaSuccess) pci = bus_id;
+    state->pci_location = pci_location(ordinal);
     state->events = std::make_shared<EventPool>(ordinal, false, driver);
     state->ipc_events = std::make_shared<EventPool>(ordinal, true, driver);
     const std::size_t slot = std::max<std::size_t>(knobs().chunk_size, 4096);
@@ -1319,8 +1346,9 @@ int CudaAccel::State::open_mapping(const IpcExport &peer, int device, std::share
         e = quiet(cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess));
     }
     if (e != cudaSuccess) {
-        *why = format("cudaIpcOpenMemHandle (peer device %d, buffer id %llu) on device %d: %s", peer.device_ordinal,
-                      static_cast<unsigned long long>(peer.buffer_id), device, cuda_text(e).c_str());
+        *why = format("cudaIpcOpenMemHandle (the peer's device at PCI %s, buffer id %llu) on device %d: %s",
+                      pci_text(peer.device_pci).c_str(), static_cast<unsigned long long>(peer.buffer_id), device,
+                      cuda_text(e).c_str());
         return MPI_ERR_OTHER;
     }
     auto mapping = std::make_shared<IpcMapping>();
@@ -1333,18 +1361,12 @@ int CudaAccel::State::open_mapping(const IpcExport &peer, int device, std::share
         if (driver->mem_get_address_range(&b, &size, static_cast<CUdeviceptr>(as_addr(base))) == CUDA_SUCCESS)
             mapping->size = size;
     }
-    // A copy engine reaches the peer's memory either way; a kernel only where the device
-    // it runs on addresses it (the same GPU, or a peer with access, as over NVLink).
-    if (driver->pointer_get_attribute) {
-        int home = -1;
-        if (driver->pointer_get_attribute(&home, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                          static_cast<CUdeviceptr>(as_addr(base))) == CUDA_SUCCESS) {
-            int peer_access = 0;
-            mapping->kernel_ok = home == device || (home >= 0 && quiet(cudaDeviceCanAccessPeer(&peer_access, device,
-                                                                                                home)) == cudaSuccess &&
-                                                    peer_access);
-        }
-    }
+    // Kernel copies read only memory of the GPU they run on. Across two H200s on NVLink
+    // a one-block kernel pulling 8 B from the peer took 14.5 us one way against 11.5 for
+    // the copy engine (session 10), though on one GPU it saves 1.4-1.9 us (session 8).
+    // The driver gives an imported mapping the ordinal of the device it was opened on,
+    // and ordinals differ between processes: the sender's PCI location tells.
+    mapping->kernel_ok = peer.device_pci >= 0 && peer.device_pci == pci_location(device);
     ipc_open.fetch_add(1, std::memory_order_relaxed);
     *out = std::move(mapping);
     return MPI_SUCCESS;
