@@ -140,7 +140,8 @@ int mrecv_common(void *buf, int count, MPI_Datatype type, MPI_Message *message, 
     std::unique_ptr<RecvOp> op;
     {
         StateLock lock;
-        RecvOp::from_matched(std::move(mb), bounce.data(), received_bytes(st), st, MPI_COMM_WORLD, call, &op);
+        RecvOp::from_matched(std::move(mb), bounce.data(), received_bytes(st), st, MPI_COMM_WORLD, call, &op,
+                             request == nullptr);
     }
     if (!request) {
         int err = run_to_completion(op.get());

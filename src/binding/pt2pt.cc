@@ -86,7 +86,7 @@ int deliver_from_bounce(const char *bounce, MPI_Status st, void *buf, int count,
         std::unique_ptr<RecvOp> op;
         {
             StateLock lock;
-            RecvOp::from_matched(std::move(mb), bounce, len, st, comm, call, &op);
+            RecvOp::from_matched(std::move(mb), bounce, len, st, comm, call, &op, true);
         }
         return finish_blocking_op(op.get(), status);
     }
@@ -183,6 +183,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     if (mb.kind == BufKind::HOST && host_payload_size(static_cast<long long>(mb.bytes)))
         return pmpi_send(buf, count, type, dest, tag, comm, mode, request);
 
+    bool stages_after_decline = false;  // see SendOp::post
     if (mb.kind != BufKind::HOST) {
         const bool blocking = request == nullptr;
         // Inside a node a CUDA buffer is pulled by the receiver (one copy) rather than
@@ -199,7 +200,9 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
                                   mb.bytes != kEnvelopeBytes && mb.bytes <= eager_max;
         const std::size_t after_decline_max =
             blocking ? ctx.knobs.device_eager_max : eager_after_decline_max(ctx.knobs);
-        if (ipc_candidate && may_go_eager && mb.bytes <= after_decline_max && world_dest >= 0 && ctx.eager_sends_left) {
+        stages_after_decline =
+            ipc_candidate && may_go_eager && mb.bytes <= after_decline_max && world_dest >= 0 && ctx.eager_sends_left;
+        if (stages_after_decline) {
             // This peer declined the last small pull (its receive was host memory, which
             // the staged eager path serves in one step: 7.8 us against 10.2 for 8 bytes
             // D->H on the H200 machine). Either path is correct for any receive; after a
@@ -264,7 +267,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     std::unique_ptr<SendOp> op;
     {
         StateLock lock;
-        rc = SendOp::post(std::move(mb), dest, tag, comm, mode, call, &op);
+        rc = SendOp::post(std::move(mb), dest, tag, comm, mode, call, &op, stages_after_decline);
     }
     if (rc != MPI_SUCCESS) {
         PMPI_Comm_call_errhandler(comm, rc);
@@ -420,7 +423,8 @@ int recv_stashed(void *buf, int count, MPI_Datatype type, std::unique_ptr<Stashe
     std::unique_ptr<RecvOp> op;
     {
         StateLock lock;
-        RecvOp::from_matched(std::move(mb), &stashed->envelope, kEnvelopeBytes, stashed->status, comm, call, &op);
+        RecvOp::from_matched(std::move(mb), &stashed->envelope, kEnvelopeBytes, stashed->status, comm, call, &op,
+                             request == nullptr);
     }
     if (!request) return finish_blocking_op(op.get(), status);
     *request = register_user_op(std::move(op), Op::Handle::GREQUEST, MPI_REQUEST_NULL);

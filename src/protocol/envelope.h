@@ -18,6 +18,9 @@ constexpr std::size_t kEnvelopeBytes = 200;
 
 enum EnvelopeFlags : std::uint16_t {
     kEnvelopeHasIpc = 1u << 0,  // ipc carries an exported CUDA region
+    // Declining this offer makes the sender's next small sends to this rank go staged,
+    // as the plain payload (send_common's run after a decline).
+    kEnvelopeStagesAfterDecline = 1u << 1,
 };
 
 enum class TransferMode : std::uint16_t {

@@ -59,11 +59,12 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
 }
 
 int RecvOp::from_matched(MessageBuffer &&dest, const void *data, std::size_t len, const MPI_Status &st, MPI_Comm comm,
-                         const char *call, std::unique_ptr<RecvOp> *out) {
+                         const char *call, std::unique_ptr<RecvOp> *out, bool blocking) {
     std::unique_ptr<RecvOp> op(new RecvOp());
     op->dest_ = std::move(dest);
     op->comm = comm;
     op->call = call;
+    op->blocking_ = blocking;
     op->bounce_ = BounceBuffer(len);
     if (len) std::memcpy(op->bounce_.data(), data, len);
     op->on_matched(st, op->bounce_.data(), len);
@@ -77,6 +78,7 @@ int RecvOp::from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &
     op->dest_ = std::move(dest);
     op->comm = comm;
     op->call = call;
+    op->blocking_ = true;
     std::size_t len = received_bytes(st);
     std::vector<char> head(len);
     if (pack_range(op->dest_.host, op->dest_.count, op->dest_.type.get(), 0, head.data(), len) != MPI_SUCCESS)
@@ -409,7 +411,16 @@ void RecvOp::on_envelope(const Envelope &env) {
     const bool ipc_offered =
         (env.flags & kEnvelopeHasIpc) && env.node_id == ctx.node_id && ctx.knobs.ipc && cuda && cuda->available();
     const bool host_dest = dest_.kind == BufKind::HOST;
-    if (ipc_offered && (dest_.kind == BufKind::CUDA || (host_dest && cuda->device_in_use()))) {
+    // A blocking receive into host memory waits for this message alone. A small one
+    // comes sooner by the sender's own device-to-host copy and an eager payload than
+    // pulled (8 B D->H on two H200s: 8.4-8.7 us one way staged, 10.8-12.1 pulled, the
+    // pull crossing NVLink and PCIe from the other GPU), so it declines a sender that
+    // then stages its next small sends here. Nonblocking receives keep pulling: a
+    // window of pulls overlaps, where staged sends each wait for their copy at the call.
+    const bool decline_small = ipc_offered && host_dest && blocking_ && (env.flags & kEnvelopeStagesAfterDecline) &&
+                               env.size <= ctx.knobs.device_eager_max;
+    if (decline_small) MPIACC_COUNT("protocol.recv.ipc_declined_small");
+    if (ipc_offered && !decline_small && (dest_.kind == BufKind::CUDA || (host_dest && cuda->device_in_use()))) {
         mode_ = TransferMode::IPC;
         pull_through_slots_ = host_dest && !(dest_.contiguous_host() && bytes_ >= kPullIntoHostMin);
     } else if (sender_kind == BufKind::HOST && dest_.kind == BufKind::HOST) {

@@ -12,7 +12,7 @@
 namespace mpiacc {
 
 int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode, const char *call,
-                 std::unique_ptr<SendOp> *out) {
+                 std::unique_ptr<SendOp> *out, bool stages_after_decline) {
     Context &ctx = context();
     std::unique_ptr<SendOp> op(new SendOp());
     op->source_ = std::move(source);
@@ -33,6 +33,7 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
     e.depth = static_cast<std::uint16_t>(std::max<long>(2, ctx.knobs.pipeline_depth));
     e.node_id = ctx.node_id;
     if (op->source_.device && ctx.knobs.ipc && op->source_.device->ipc_export(&e.ipc)) e.flags |= kEnvelopeHasIpc;
+    if ((e.flags & kEnvelopeHasIpc) && stages_after_decline) e.flags |= kEnvelopeStagesAfterDecline;
 
     int rc;
     switch (mode) {

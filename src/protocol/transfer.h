@@ -140,9 +140,11 @@ bool chunk_copy_fault(std::string *why);
 class SendOp : public Op {
 public:
     // Sends the envelope at once on the user's communicator (so ordering holds, DESIGN
-    // 2.1) and waits for the receiver's CTS or FIN.
+    // 2.1) and waits for the receiver's CTS or FIN. `stages_after_decline`: a declined
+    // pull offer would make the next small sends to this peer go staged (send_common),
+    // which the envelope tells the receiver.
     static int post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode, const char *call,
-                    std::unique_ptr<SendOp> *out);
+                    std::unique_ptr<SendOp> *out, bool stages_after_decline = false);
     ~SendOp() override;
     void progress() override;
     int cancel() override;
@@ -190,14 +192,16 @@ public:
                     std::unique_ptr<RecvOp> *out, MPI_Request *matching);
     // Continues from an envelope (or payload) already received into `data` of `len` bytes
     // with matching status `st` (blocking receive, probe stash, MPI_Mrecv).
+    // `blocking`: the receive of a blocking call (MPI_Recv, MPI_Mrecv).
     static int from_matched(MessageBuffer &&dest, const void *data, std::size_t len, const MPI_Status &st,
-                            MPI_Comm comm, const char *call, std::unique_ptr<RecvOp> *out);
+                            MPI_Comm comm, const char *call, std::unique_ptr<RecvOp> *out, bool blocking);
     // Continues a host receive posted without a RecvOp (core/host_recv.h) whose matching
     // message is the envelope at `envelope`. `held`, when not MPI_REQUEST_NULL, is the
     // completed MPICH request behind the user's handle; the op frees it when destroyed.
     static int from_host_receive(MessageBuffer &&dest, const void *envelope, const MPI_Status &st, MPI_Comm comm,
                                  const char *call, MPI_Request held, std::unique_ptr<RecvOp> *out);
     // Continues a watched host receive whose request already completed (MPICH freed it).
+    // (Only blocking receives land in the user's buffer that way.)
     static int from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &st, MPI_Comm comm, const char *call,
                                            std::unique_ptr<RecvOp> *out);
     ~RecvOp() override;
@@ -262,6 +266,7 @@ private:
     // A pull into host memory below kPullIntoHostMin, or not contiguous: chunk by chunk
     // into pinned slots of this process's device (chunks_), each copied out on landing.
     bool pull_through_slots_ = false;
+    bool blocking_ = false;        // the receive of a blocking call: latency comes first
     int ipc_error_ = MPI_SUCCESS;  // the first pull that failed, to or in the driver
     std::string ipc_why_;
     bool registered_ = false;

@@ -620,83 +620,102 @@ static void c_zero_byte_device_messages(void) {
 
 long long mpiacc_counter_value(const char *name);
 
-/* Small blocking device sends are pulled by a peer that works with a GPU whether its
- * receive is host memory (through its pinned slots) or device memory: no offer is
- * declined and none goes staged. (A peer without a CUDA context declines:
- * cuda_host_only_peer.) Without IPC every one goes staged. Every message is checked; the
- * counters show which path each took. */
-static void c_small_sends_are_pulled_into_host_and_device_receives(void) {
-    enum { N_HOST = 60, N_DEVICE = 80 };
-    /* The suite also runs whole with MPIACC_IPC=0: then every small send goes staged. */
-    const int ipc = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on();
-    const size_t n = 64;
-    const int tagbase = 6000;
-    if (ipc) {
-        /* A run of staged sends left by an earlier declined offer would skew the counts:
-         * first device receives until one send is pulled, which ends any run (at most
-         * 1025 sends). */
-        for (int k = 0, pulled = 0; !pulled; ++k) {
-            const long long before = mpiacc_counter_value("protocol.send.ipc");
-            MPI_Datatype t = view_type(&CUDA_TAGGED);
-            msg_t m;
-            if (mt_rank == 0) {
-                send_prepare(&m, &CUDA_TAGGED, n, msg_off(tagbase - 1, 0));
-                MCK(MPI_Send(m.p, m.count, t, 1, tagbase - 1, W));
-                pulled = mpiacc_counter_value("protocol.send.ipc") > before;
-            } else {
-                recv_prepare(&m, &CUDA_TAGGED, n);
-                MCK(MPI_Recv(m.p, m.count, t, 0, tagbase - 1, W, MPI_STATUS_IGNORE));
-                recv_check(&m, n, msg_off(tagbase - 1, 0), "small device send before the phases", n);
-            }
-            msg_free(&m);
-            view_type_free(&CUDA_TAGGED, &t);
-            MCK(MPI_Bcast(&pulled, 1, MPI_INT, 0, W));
-            if (!pulled && k == 1100) {
-                MT_CHECK(0, "no small device send was pulled in %d sends into device memory", k + 1);
-                return;
-            }
-        }
-    }
-    const long long declined0 = mpiacc_counter_value("protocol.send.ipc_declined");
-    const long long eager0 = mpiacc_counter_value("protocol.send.eager_device");
-    long long ipc_before_device = 0, declined_host = 0;
-    for (int i = 0; i < N_HOST + N_DEVICE; ++i) {
-        const view_t *R = i < N_HOST ? &HOST_PLAIN : &CUDA_TAGGED;
-        MPI_Datatype st = view_type(&CUDA_TAGGED), rt = view_type(R);
-        int tag = tagbase + i;
+/* Small device sends until one is pulled by a blocking device receive, which ends any
+ * run of staged sends an earlier declined offer left (at most 1025 sends). */
+static int end_staged_run(int tag) {
+    for (int k = 0, pulled = 0; !pulled; ++k) {
+        const long long before = mpiacc_counter_value("protocol.send.ipc");
+        MPI_Datatype t = view_type(&CUDA_TAGGED);
         msg_t m;
-        if (i == N_HOST) {
-            ipc_before_device = mpiacc_counter_value("protocol.send.ipc");
-            declined_host = mpiacc_counter_value("protocol.send.ipc_declined") - declined0;
-        }
         if (mt_rank == 0) {
-            send_prepare(&m, &CUDA_TAGGED, n, msg_off(tag, 0));
-            MCK(MPI_Send(m.p, m.count, st, 1, tag, W));
+            send_prepare(&m, &CUDA_TAGGED, 64, msg_off(tag, 0));
+            MCK(MPI_Send(m.p, m.count, t, 1, tag, W));
+            pulled = mpiacc_counter_value("protocol.send.ipc") > before;
         } else {
-            MPI_Status stat;
-            recv_prepare(&m, R, n);
-            MCK(MPI_Recv(m.p, m.count, rt, 0, tag, W, &stat));
-            GPU_CHECK_STATUS(stat, 0, tag, n, "message %d into %s", i, R->name);
-            recv_check(&m, n, msg_off(tag, 0), "small device send", n);
+            recv_prepare(&m, &CUDA_TAGGED, 64);
+            MCK(MPI_Recv(m.p, m.count, t, 0, tag, W, MPI_STATUS_IGNORE));
+            recv_check(&m, 64, msg_off(tag, 0), "small device send ending a staged run", 64);
         }
         msg_free(&m);
-        view_type_free(&CUDA_TAGGED, &st);
-        view_type_free(R, &rt);
+        view_type_free(&CUDA_TAGGED, &t);
+        MCK(MPI_Bcast(&pulled, 1, MPI_INT, 0, W));
+        if (!pulled && k == 1100) {
+            MT_CHECK(0, "no small device send was pulled in %d sends into device memory", k + 1);
+            return 0;
+        }
     }
-    if (mt_rank == 0 && ipc) {
-        MT_CHECK(declined_host == 0, "%lld pull offers declined in %d host receives", declined_host, N_HOST);
-        MT_CHECK(mpiacc_counter_value("protocol.send.ipc_declined") == declined0, "%lld offers declined in all",
-                 mpiacc_counter_value("protocol.send.ipc_declined") - declined0);
-        MT_CHECK(mpiacc_counter_value("protocol.send.eager_device") == eager0, "%lld small sends went staged",
-                 mpiacc_counter_value("protocol.send.eager_device") - eager0);
-        MT_CHECK(mpiacc_counter_value("protocol.send.ipc") - ipc_before_device == N_DEVICE,
-                 "%lld of %d sends into device memory were pulled",
-                 mpiacc_counter_value("protocol.send.ipc") - ipc_before_device, N_DEVICE);
+    return 1;
+}
+
+/* Small blocking device sends (64 B and 4 KiB: into a bounce and in place) from rank 0
+ * to rank 1, in three phases: blocking device receives, nonblocking host receives
+ * (MPI_Irecv + MPI_Wait) and blocking host receives. The first two pull every one: no
+ * offer declined, none staged. A blocking host receive declines a small pull (it comes
+ * sooner staged by the sender), and the sender stages a run of small sends to it: every
+ * send of the third phase is declined or staged, none pulled. (A peer without a CUDA
+ * context declines every offer: cuda_host_only_peer.) Without IPC every one goes staged.
+ * Every message is checked; the counters show which path each took. */
+static void c_small_sends_pulled_or_staged_by_receive_kind(void) {
+    enum { N = 40, PHASES = 3 };
+    /* The suite also runs whole with MPIACC_IPC=0: then every small send goes staged. */
+    const int ipc = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on();
+    const int tagbase = 6000;
+    static const char *phase_name[PHASES] = {"blocking device receives", "nonblocking host receives",
+                                             "blocking host receives"};
+    if (ipc && !end_staged_run(tagbase - 1)) return;
+    for (int p = 0; p < PHASES; ++p) {
+        const long long ipc0 = mpiacc_counter_value("protocol.send.ipc");
+        const long long declined0 = mpiacc_counter_value("protocol.send.ipc_declined");
+        const long long eager0 = mpiacc_counter_value("protocol.send.eager_device");
+        const long long small0 = mpiacc_counter_value("protocol.recv.ipc_declined_small");
+        const view_t *R = p == 0 ? &CUDA_TAGGED : &HOST_PLAIN;
+        for (int i = 0; i < N; ++i) {
+            const size_t n = i % 2 ? 4096 : 64;
+            MPI_Datatype st = view_type(&CUDA_TAGGED), rt = view_type(R);
+            const int tag = tagbase + p * N + i;
+            msg_t m;
+            if (mt_rank == 0) {
+                send_prepare(&m, &CUDA_TAGGED, n, msg_off(tag, 0));
+                MCK(MPI_Send(m.p, m.count, st, 1, tag, W));
+            } else {
+                MPI_Status stat;
+                recv_prepare(&m, R, n);
+                if (p == 1) {
+                    MPI_Request r;
+                    MCK(MPI_Irecv(m.p, m.count, rt, 0, tag, W, &r));
+                    MCK(MPI_Wait(&r, &stat));
+                } else {
+                    MCK(MPI_Recv(m.p, m.count, rt, 0, tag, W, &stat));
+                }
+                GPU_CHECK_STATUS(stat, 0, tag, n, "message %d of the %s", i, phase_name[p]);
+                recv_check(&m, n, msg_off(tag, 0), phase_name[p], n);
+            }
+            msg_free(&m);
+            view_type_free(&CUDA_TAGGED, &st);
+            view_type_free(R, &rt);
+        }
+        long long c[4] = {mpiacc_counter_value("protocol.send.ipc") - ipc0,
+                          mpiacc_counter_value("protocol.send.ipc_declined") - declined0,
+                          mpiacc_counter_value("protocol.send.eager_device") - eager0,
+                          mpiacc_counter_value("protocol.recv.ipc_declined_small") - small0};
+        long long sum[4];
+        MCK(MPI_Reduce(c, sum, 4, MPI_LONG_LONG, MPI_SUM, 0, W));
+        if (mt_rank != 0) continue;
+        const long long pulled = sum[0], declined = sum[1], staged = sum[2], declined_small = sum[3];
+        if (!ipc) {
+            MT_CHECK(staged == N, "%s without IPC: %lld of %d small sends went staged", phase_name[p], staged, N);
+        } else if (p < 2) {
+            MT_CHECK(pulled == N && declined == 0 && staged == 0,
+                     "%s: %lld of %d small sends pulled, %lld declined, %lld staged", phase_name[p], pulled, N,
+                     declined, staged);
+        } else {
+            MT_CHECK(pulled == 0 && declined >= 1 && declined + staged == N && declined_small == declined,
+                     "%s: %lld of %d small sends pulled, %lld declined (%lld by the receiver), %lld staged",
+                     phase_name[p], pulled, N, declined, declined_small, staged);
+        }
     }
-    if (mt_rank == 0 && !ipc)
-        MT_CHECK(mpiacc_counter_value("protocol.send.eager_device") - eager0 == N_HOST + N_DEVICE,
-                 "%lld of %d small sends went staged without IPC",
-                 mpiacc_counter_value("protocol.send.eager_device") - eager0, N_HOST + N_DEVICE);
+    /* The next cases count pulls again. */
+    if (ipc) end_staged_run(tagbase + PHASES * N);
 }
 
 /* Small nonblocking device sends with nothing of the user's to wait for go staged at the
@@ -853,8 +872,8 @@ static const gpu_case_t cases[] = {
      c_receive_larger_than_message, 0},
     {"device_receive_too_small_gets_err_truncate_and_sender_completes", c_truncation_into_device, 0},
     {"zero_byte_device_messages_including_null_pointer", c_zero_byte_device_messages, 0},
-    {"small_device_sends_are_pulled_into_host_and_device_receives",
-     c_small_sends_are_pulled_into_host_and_device_receives, 0},
+    {"small_device_sends_pulled_or_staged_by_receive_kind",
+     c_small_sends_pulled_or_staged_by_receive_kind, 0},
     {"small_isends_stage_at_the_call_unless_they_depend_on_a_stream",
      c_small_isends_stage_at_the_call_unless_they_depend_on_a_stream, 0},
     {"small_device_copies_by_kernel_at_every_alignment", c_small_copies_by_kernel_at_every_alignment, 0},
