@@ -2,7 +2,7 @@
  * libmpiacc makes inside each MPI_Isend, and prints the breakdown of every MPI_Isend
  * slower than TRACE_US microseconds (default 20) to stderr.
  *
- *   mpicc -shared -fPIC -I/usr/local/cuda/include -o /tmp/isend-call-times.so \
+ *   $MPICC -shared -fPIC -I/usr/local/cuda/include -o /tmp/isend-call-times.so \
  *       maint/diag/isend-call-times.c -ldl
  *   LD_PRELOAD=/tmp/isend-call-times.so TRACE_US=15 mpiexec -n 2 test/gpu/cuda_stream
  *

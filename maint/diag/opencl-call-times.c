@@ -4,7 +4,7 @@
  * makes, and at MPI_Finalize prints per entry point the mean time of one call and, per
  * function, calls and microseconds per entry-point call (rank 0 and 1 each).
  *
- *   mpicc -shared -fPIC -o /tmp/opencl-call-times.so maint/diag/opencl-call-times.c -ldl
+ *   $MPICC -shared -fPIC -o /tmp/opencl-call-times.so maint/diag/opencl-call-times.c -ldl
  *   LD_PRELOAD=/tmp/opencl-call-times.so mpiexec -n 2 bench/pt2pt_opencl --sizes 8 ...
  *
  * To time another call, add a WRAP line. */

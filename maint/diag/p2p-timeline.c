@@ -4,12 +4,14 @@
  * host, so the two ranks' records line up). maint/diag/p2p-timeline.py turns the two
  * files into a one-way timeline: sender capture, envelope, match, pull, completion, FIN.
  *
- *   mpicc -shared -fPIC -I/usr/local/cuda/include -o /tmp/p2p-timeline.so \
+ *   $MPICC -shared -fPIC -I/usr/local/cuda/include -o /tmp/p2p-timeline.so \
  *       maint/diag/p2p-timeline.c -ldl
  *   TIMELINE_DIR=/tmp/tl LD_PRELOAD=/tmp/p2p-timeline.so mpiexec -n 2 bench/pt2pt \
  *       --sizes 8 --dirs 'D->D' --configs mpiacc
  *   python3 maint/diag/p2p-timeline.py /tmp/tl/timeline.0.tsv /tmp/tl/timeline.1.tsv
  *
+ * ($MPICC: MPICH's wrapper, which .device/env.sh sets; a plain mpicc on the GPU machine
+ * may belong to another MPI, whose MPI_COMM_WORLD means nothing to MPICH.)
  * TIMELINE_SKIP (default 1000) top-level calls are let through unrecorded (warm-up), then
  * TIMELINE_CALLS (default 400) are recorded. Each line of timeline.RANK.tsv is
  *     seq  name  start_us  duration_us  aux
@@ -22,6 +24,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "call_timer.h"
 
@@ -115,10 +118,18 @@ int MPI_Finalize(void) {
     static int (*real)(void);
     if (!real) real = (int (*)(void))dlsym(RTLD_NEXT, "MPI_Finalize");
     int rank = 0;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     const char *dir = getenv("TIMELINE_DIR");
     char path[4096];
-    snprintf(path, sizeof path, "%s/timeline.%d.tsv", dir ? dir : ".", rank);
+    /* Built against another MPI's mpi.h, MPI_COMM_WORLD means something else to MPICH,
+     * and both ranks wrote timeline.0.tsv over each other (GPU machine, session 10). */
+    const char *pmi_rank = getenv("PMI_RANK");
+    if (PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS || (pmi_rank && atoi(pmi_rank) != rank)) {
+        fprintf(stderr, "[p2p-timeline] MPI_COMM_WORLD rank %d, PMI_RANK %s: build the shim with MPICH's $MPICC\n",
+                rank, pmi_rank ? pmi_rank : "unset");
+        snprintf(path, sizeof path, "%s/timeline.pid%d.tsv", dir ? dir : ".", (int)getpid());
+    } else {
+        snprintf(path, sizeof path, "%s/timeline.%d.tsv", dir ? dir : ".", rank);
+    }
     FILE *f = fopen(path, "w");
     if (f) {
         for (int i = 0; i < nrecords; i++)
