@@ -78,6 +78,7 @@ int initialize_context(int provided_thread_level) {
     ctx.node_ids.assign(ctx.world_size, 0);
     ctx.eager_sends_left = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(ctx.world_size));
     ctx.eager_run = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(ctx.world_size));
+    ctx.eager_blocking_only = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(ctx.world_size));
     rc = PMPI_Allgather(&ctx.node_id, 1, MPI_UINT64_T, ctx.node_ids.data(), 1, MPI_UINT64_T, ctx.proto_comm);
     if (rc != MPI_SUCCESS) return rc;
 

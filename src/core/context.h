@@ -83,6 +83,9 @@ public:
     std::unique_ptr<std::atomic<int>[]> eager_sends_left;
     // By world rank: the run that peer's next refusal starts (0: kEagerRun).
     std::unique_ptr<std::atomic<int>[]> eager_run;
+    // By world rank: the last refusal was a blocking receive's (kCtsDeclinedForBlockingReceive):
+    // the run holds for blocking sends only.
+    std::unique_ptr<std::atomic<bool>[]> eager_blocking_only;
     std::uint64_t next_transfer_id = 1;
     bool cuda_autodetect_active = false;  // knob on and a CUDA device usable
     Accel *cuda_accel = nullptr;          // set with cuda_autodetect_active

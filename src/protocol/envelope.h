@@ -58,9 +58,14 @@ struct ControlMessage {
     std::uint64_t bytes;        // bytes the receiver takes: < size when truncating
     std::uint32_t chunk_size;   // final choice (CTS)
     std::uint16_t depth;        // final choice (CTS)
-    std::uint16_t status;       // FIN: 0 ok, else an MPI error class
+    std::uint16_t status;       // FIN: 0 ok, else an MPI error class; CTS: kCtsDeclined* or 0
 };
 #pragma pack(pop)
+
+// CTS.status of a declined pull offer (mode PIPELINE): the receive was a blocking one,
+// so only the sender's blocking small sends should go staged; its nonblocking ones are
+// pulled faster by nonblocking receives.
+constexpr std::uint16_t kCtsDeclinedForBlockingReceive = 1;
 
 static_assert(sizeof(Envelope) == kEnvelopeBytes, "envelope size is part of the protocol");
 

@@ -420,6 +420,7 @@ void RecvOp::on_envelope(const Envelope &env) {
     const bool decline_small = ipc_offered && host_dest && blocking_ && (env.flags & kEnvelopeStagesAfterDecline) &&
                                env.size <= ctx.knobs.device_eager_max;
     if (decline_small) MPIACC_COUNT("protocol.recv.ipc_declined_small");
+    declined_small_ = decline_small;
     if (ipc_offered && !decline_small && (dest_.kind == BufKind::CUDA || (host_dest && cuda->device_in_use()))) {
         mode_ = TransferMode::IPC;
         pull_through_slots_ = host_dest && !(dest_.contiguous_host() && bytes_ >= kPullIntoHostMin);
@@ -491,6 +492,7 @@ void RecvOp::send_control(ControlType type, std::uint16_t mode_or_status) {
         control_.mode = mode_or_status;
         control_.chunk_size = static_cast<std::uint32_t>(chunk_size_);
         control_.depth = static_cast<std::uint16_t>(depth_);
+        if (declined_small_) control_.status = kCtsDeclinedForBlockingReceive;
     } else {
         control_.status = mode_or_status;
     }

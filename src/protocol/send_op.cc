@@ -12,13 +12,14 @@
 namespace mpiacc {
 
 int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode, const char *call,
-                 std::unique_ptr<SendOp> *out, bool stages_after_decline) {
+                 std::unique_ptr<SendOp> *out, bool stages_after_decline, bool blocking) {
     Context &ctx = context();
     std::unique_ptr<SendOp> op(new SendOp());
     op->source_ = std::move(source);
     op->comm = comm;
     op->call = call;
     op->peer_ = world_rank_of(comm, dest);
+    op->blocking_ = blocking;
     op->id_ = ctx.new_transfer_id();
 
     Envelope &e = op->envelope_;
@@ -140,7 +141,10 @@ void SendOp::start_data() {
     if (type == ControlType::FIN) {
         // IPC pull: the receiver copied the data itself.
         MPIACC_COUNT("protocol.send.ipc");
-        if (small && ctx.eager_sends_left) {
+        // The peer pulls small sends again. (Not news for blocking sends where only
+        // they were refused: nonblocking ones kept being offered and pulled.)
+        if (small && ctx.eager_sends_left &&
+            (blocking_ || !ctx.eager_blocking_only[peer_].load(std::memory_order_relaxed))) {
             ctx.eager_sends_left[peer_].store(0, std::memory_order_relaxed);
             ctx.eager_run[peer_].store(0, std::memory_order_relaxed);
         }
@@ -154,6 +158,8 @@ void SendOp::start_data() {
         MPIACC_COUNT("protocol.send.ipc_declined");
         const int run = std::max(kEagerRun, ctx.eager_run[peer_].load(std::memory_order_relaxed));
         ctx.eager_sends_left[peer_].store(run, std::memory_order_relaxed);
+        ctx.eager_blocking_only[peer_].store(reply_.status == kCtsDeclinedForBlockingReceive,
+                                             std::memory_order_relaxed);
         ctx.eager_run[peer_].store(std::min(2 * run, kEagerRunMax), std::memory_order_relaxed);
     }
     if (type != ControlType::CTS || reply_.bytes > source_.bytes) {

@@ -142,9 +142,9 @@ public:
     // Sends the envelope at once on the user's communicator (so ordering holds, DESIGN
     // 2.1) and waits for the receiver's CTS or FIN. `stages_after_decline`: a declined
     // pull offer would make the next small sends to this peer go staged (send_common),
-    // which the envelope tells the receiver.
+    // which the envelope tells the receiver. `blocking`: the send of a blocking call.
     static int post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendMode mode, const char *call,
-                    std::unique_ptr<SendOp> *out, bool stages_after_decline = false);
+                    std::unique_ptr<SendOp> *out, bool stages_after_decline = false, bool blocking = false);
     ~SendOp() override;
     void progress() override;
     int cancel() override;
@@ -161,7 +161,8 @@ private:
     MessageBuffer source_;
     Envelope envelope_{};
     MPI_Request envelope_request_ = MPI_REQUEST_NULL;
-    int peer_ = -1;  // receiver's rank in the private communicator
+    bool blocking_ = false;  // the send of a blocking call
+    int peer_ = -1;          // receiver's rank in the private communicator
     std::uint64_t id_ = 0;
     bool registered_ = false;
     ControlMessage reply_{};
@@ -267,6 +268,7 @@ private:
     // into pinned slots of this process's device (chunks_), each copied out on landing.
     bool pull_through_slots_ = false;
     bool blocking_ = false;        // the receive of a blocking call: latency comes first
+    bool declined_small_ = false;  // declined a small pull for that reason (CTS status)
     int ipc_error_ = MPI_SUCCESS;  // the first pull that failed, to or in the driver
     std::string ipc_why_;
     bool registered_ = false;
