@@ -411,17 +411,19 @@ void RecvOp::on_envelope(const Envelope &env) {
     const bool ipc_offered =
         (env.flags & kEnvelopeHasIpc) && env.node_id == ctx.node_id && ctx.knobs.ipc && cuda && cuda->available();
     const bool host_dest = dest_.kind == BufKind::HOST;
+    const bool would_pull = ipc_offered && (dest_.kind == BufKind::CUDA || (host_dest && cuda->device_in_use()));
     // A blocking receive into host memory waits for this message alone. A small one
     // comes sooner by the sender's own device-to-host copy and an eager payload than
     // pulled (8 B D->H on two H200s: 8.4-8.7 us one way staged, 10.8-12.1 pulled, the
     // pull crossing NVLink and PCIe from the other GPU), so it declines a sender that
-    // then stages its next small sends here. Nonblocking receives keep pulling: a
-    // window of pulls overlaps, where staged sends each wait for their copy at the call.
-    const bool decline_small = ipc_offered && host_dest && blocking_ && (env.flags & kEnvelopeStagesAfterDecline) &&
+    // then stages its next small sends here, and says why in the CTS: nonblocking
+    // receives keep pulling (a window of pulls overlaps, where staged sends each wait
+    // for their copy at the call). A rank that never pulls declines without a reason.
+    const bool decline_small = would_pull && host_dest && blocking_ && (env.flags & kEnvelopeStagesAfterDecline) &&
                                env.size <= ctx.knobs.device_eager_max;
     if (decline_small) MPIACC_COUNT("protocol.recv.ipc_declined_small");
     declined_small_ = decline_small;
-    if (ipc_offered && !decline_small && (dest_.kind == BufKind::CUDA || (host_dest && cuda->device_in_use()))) {
+    if (would_pull && !decline_small) {
         mode_ = TransferMode::IPC;
         pull_through_slots_ = host_dest && !(dest_.contiguous_host() && bytes_ >= kPullIntoHostMin);
     } else if (sender_kind == BufKind::HOST && dest_.kind == BufKind::HOST) {
