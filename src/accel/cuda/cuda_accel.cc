@@ -760,7 +760,8 @@ struct CudaAccel::State : std::enable_shared_from_this<CudaAccel::State> {
     int capture_dependency(DeviceState &device, unsigned pair, const BufferAttrs &attrs, std::shared_ptr<EventRef> *dep,
                            std::string *why);
     int ipc_import(const IpcExport &peer, std::size_t bytes, std::unique_ptr<DeviceBuffer> *out, std::string *why);
-    int open_mapping(const IpcExport &peer, int device, std::shared_ptr<IpcMapping> *out, std::string *why);
+    int open_mapping(const IpcExport &peer, const DeviceState &local, std::shared_ptr<IpcMapping> *out,
+                     std::string *why);
     std::shared_ptr<EventRef> open_event(const std::uint8_t *handle, int device, std::string *why);
     cudaKernel_t copy_kernel();
     void shutdown();
@@ -942,13 +943,12 @@ private:
         };
         add(*this);
         if (&other != this) add(other);
-        const std::size_t index = (mapping_ || other.mapping_)
-                                      ? kPullStream
-                                      : std::size_t{pair_} * 2 + (flip_.fetch_add(1, std::memory_order_relaxed) & 1u);
+        const bool pull = mapping_ || other.mapping_;
+        const std::size_t index =
+            pull ? kPullStream : std::size_t{pair_} * 2 + (flip_.fetch_add(1, std::memory_order_relaxed) & 1u);
         // IPC pulls are not flagged: on two H200s a flag behind each pull cut windows of
         // 256 KiB pulls from 49-56 to 29-32 GB/s and 16 MiB from 347-350 to 323, and an
         // 8 B pull into host memory took 12.5-14.0 us against 9.3-11.3 (session 10).
-        const bool pull = mapping_ || other.mapping_;
         auto op = std::make_unique<CopyCompletion>(device_, index, dst, src, len, std::move(deps), std::move(keep),
                                                    !host && by_kernel(other, dst, src, len), !pull);
         int rc = op->begin(host_orders, why);
@@ -1332,8 +1332,9 @@ cudaKernel_t CudaAccel::State::copy_kernel() {
     return kernel;
 }
 
-int CudaAccel::State::open_mapping(const IpcExport &peer, int device, std::shared_ptr<IpcMapping> *out,
+int CudaAccel::State::open_mapping(const IpcExport &peer, const DeviceState &local, std::shared_ptr<IpcMapping> *out,
                                    std::string *why) {
+    const int device = local.ordinal;
     cudaIpcMemHandle_t handle;
     std::memcpy(&handle, peer.mem_handle, sizeof handle);
     void *base = nullptr;
@@ -1366,7 +1367,7 @@ int CudaAccel::State::open_mapping(const IpcExport &peer, int device, std::share
     // the copy engine (session 10), though on one GPU it saves 1.4-1.9 us (session 8).
     // The driver gives an imported mapping the ordinal of the device it was opened on,
     // and ordinals differ between processes: the sender's PCI location tells.
-    mapping->kernel_ok = peer.device_pci >= 0 && peer.device_pci == pci_location(device);
+    mapping->kernel_ok = peer.device_pci >= 0 && peer.device_pci == local.pci_location;
     ipc_open.fetch_add(1, std::memory_order_relaxed);
     *out = std::move(mapping);
     return MPI_SUCCESS;
@@ -1427,7 +1428,7 @@ int CudaAccel::State::ipc_import(const IpcExport &peer, std::size_t bytes, std::
             // Same handle, new allocation id: the peer freed and reallocated; the old
             // mapping is closed once nothing uses it.
             if (it != mappings.end()) mappings.erase(it);
-            int rc = open_mapping(peer, device, &mapping, why);
+            int rc = open_mapping(peer, *state, &mapping, why);
             if (rc != MPI_SUCCESS) return rc;
             if (mappings.size() >= kMaxIpcMappings) {
                 auto oldest = std::min_element(mappings.begin(), mappings.end(), [](const auto &a, const auto &b) {
