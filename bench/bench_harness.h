@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { MAX_SIZES = 64, MAX_WINDOW = 64 };
+enum { MAX_SIZES = 64, MAX_WINDOW = 64, MAX_ROUNDS = 15 };
 #define MAX_MSG (1L << 30)
 
 static const char *g_prog = "bench"; /* program name in messages */
@@ -63,7 +63,7 @@ static void fail(const char *fmt, ...) {
     } while (0)
 
 typedef struct {
-    long iters, bw_iters, min_iters, window, bw_bytes, min_size, max_size;
+    long iters, bw_iters, min_iters, window, bw_bytes, min_size, max_size, rounds;
     double min_time;
     long sizes[MAX_SIZES];
     int nsizes;
@@ -123,7 +123,7 @@ static long stretched_iters(const Options *o, double per, long iters, int bw) {
  * program's defaults. */
 static int parse_options(int argc, char **argv, Options *o, long max_size, const char *sizes) {
     *o = (Options){.iters = 1000, .bw_iters = 100, .min_iters = 3, .window = 32, .bw_bytes = 256L << 20,
-                   .min_size = 1, .max_size = max_size, .min_time = 0.02};
+                   .min_size = 1, .max_size = max_size, .rounds = 1, .min_time = 0.02};
     parse_sizes(sizes, o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -133,6 +133,7 @@ static int parse_options(int argc, char **argv, Options *o, long max_size, const
         else if (!strcmp(a, "--bw-iters")) ok = parse_size(v, 1, 100000000, &o->bw_iters);
         else if (!strcmp(a, "--min-iters")) ok = parse_size(v, 1, 1000000, &o->min_iters);
         else if (!strcmp(a, "--window")) ok = parse_size(v, 1, MAX_WINDOW, &o->window);
+        else if (!strcmp(a, "--rounds")) ok = parse_size(v, 1, MAX_ROUNDS, &o->rounds);
         else if (!strcmp(a, "--bw-bytes")) ok = parse_size(v, 1, 1L << 40, &o->bw_bytes);
         else if (!strcmp(a, "--min-size")) ok = parse_size(v, 1, MAX_MSG, &o->min_size);
         else if (!strcmp(a, "--max-size")) ok = parse_size(v, 1, MAX_MSG, &o->max_size);
@@ -188,8 +189,8 @@ struct Config {
     void (*recv)(Bench *, Side, size_t);
     void (*send_window)(Bench *, Side, size_t, int); /* NULL: `window` blocking sends */
     void (*recv_window)(Bench *, Side, size_t, int);
-    /* Undoes setup, so that no anchor's state (peer access, mappings, NCCL's threads)
-     * lingers into the configurations measured after it. NULL: nothing to undo. */
+    /* Undoes setup at the end of the run (every configuration of a run is set up at its
+     * start: they are measured interleaved). NULL: nothing to undo. */
     void (*teardown)(Bench *);
     /* Checks one transfer itself (collective; the differing bytes summed over both
      * ranks). NULL: one transfer each way into cleared receive buffers. */

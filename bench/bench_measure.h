@@ -147,7 +147,7 @@ static const char *config_name(const Bench *b, const Config *c, char *buf, size_
     return buf;
 }
 
-/* The header is written first and every row as it is measured, so that a run cut short
+/* The header is written first and the rows of each size once measured, so that a run cut short
  * (a hang killed by a time limit, an abort) keeps what it had. `details` describes the
  * devices and the knobs that matter to this program. Rank 0 only. */
 static void csv_header(Bench *b, int argc, char **argv, const char *details) {
@@ -162,68 +162,162 @@ static void csv_header(Bench *b, int argc, char **argv, const char *details) {
     printf("# csv: %s\n", path);
 }
 
-static void run_config(Bench *b, const Config *c, const Dir *d) {
-    char name[64], why[256] = "";
-    config_name(b, c, name, sizeof name);
-    snprintf(g_where, sizeof g_where, "%s %s", name, d->name);
-    phase("setup");
-    if (c->setup && !c->setup(b, why, sizeof why)) {
-        if (b->rank == 0) {
-            printf("# skipped %s %s: %s\n", name, d->name, why);
-            fprintf(b->csv, "# skipped %s %s: %s\n", name, d->name, why);
-            fflush(stdout);
-            fflush(b->csv);
+/* ------------------------------------------------------------------ the run */
+
+/* One configuration in one direction: what a row of the table measures. */
+typedef struct {
+    const Config *c;
+    const Dir *d;
+    char name[64];
+    int usable;
+} Unit;
+
+enum { MAX_UNITS = 64 };
+
+/* Median of n values (n <= MAX_ROUNDS); the mean of the middle two when n is even. */
+static double median(const double *v, int n) {
+    double s[MAX_ROUNDS];
+    memcpy(s, v, (size_t)n * sizeof *s);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && s[j - 1] > s[j]; j--) {
+            double t = s[j];
+            s[j] = s[j - 1];
+            s[j - 1] = t;
         }
-        if (c->mpiacc) b->verify_failures++; /* MPI-ACC unusable on a GPU machine is an error */
-        return;
-    }
-    for (int si = 0; si < b->o.nsizes; si++) {
-        size_t n = (size_t)b->o.sizes[si];
-        if ((long)n < b->o.min_size || (long)n > b->o.max_size) continue;
-        snprintf(g_where, sizeof g_where, "%s %s %zu B", name, d->name, n);
-        long bad = verify(b, c, d, n);
-        b->mismatches += bad;
-        if (bad) b->verify_failures++;
-        int w = (int)b->o.window;
-        if ((long)n * w > b->o.bw_bytes) w = (int)(b->o.bw_bytes / (long)n);
-        if (w < 1) w = 1;
-        long lat_iters, bw_iters;
-        double lat = timed(b, c, d, n, 0, w, scaled(b->o.iters, n, 8192, b->o.min_iters), &lat_iters);
-        double bw_t = timed(b, c, d, n, 1, w, scaled(b->o.bw_iters, (size_t)w * n, 256 << 10, b->o.min_iters),
-                            &bw_iters);
-        /* ping-pong: one way is half a round trip; a rank-0-only configuration times one copy */
-        double lat_us = lat * 1e6 / (c->rank0_only ? 1.0 : 2.0);
-        double bw_GBs = (double)n * w / bw_t / 1e9;
-        if (b->rank == 0) {
-            printf("%-18s %-5s %10zu %11.2f %10.3f %7ld %7ld %3d  %s\n", name, d->name, n, lat_us, bw_GBs, lat_iters,
-                   bw_iters, w, bad ? "MISMATCH" : "ok");
-            fflush(stdout);
-            fprintf(b->csv, "%s,%s,%zu,%.3f,%.4f\n", name, d->name, n, lat_us, bw_GBs);
-            if (bad) fprintf(b->csv, "# verify %s %s %zu: %ld bytes differ\n", name, d->name, n, bad);
-            fflush(b->csv);
-        }
-    }
-    snprintf(g_where, sizeof g_where, "%s teardown", name);
-    if (c->teardown) c->teardown(b);
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
-/* Every selected configuration, direction by direction, anchors first: a hang in one
- * MPI-ACC path loses the least. Prints the table's column line first (rank 0). */
-static void run_all(Bench *b) {
+/* Verifies (first round only) and times one unit at one size; one-way latency in us and
+ * bandwidth in GB/s. Prints the measurement's line (rank 0). */
+static void measure(Bench *b, const Unit *u, size_t n, long round, double *lat_us, double *bw_GBs) {
+    const Config *c = u->c;
+    snprintf(g_where, sizeof g_where, "%s %s %zu B", u->name, u->d->name, n);
+    long bad = 0;
+    if (round == 0) {
+        bad = verify(b, c, u->d, n);
+        b->mismatches += bad;
+        if (bad) b->verify_failures++;
+    }
+    int w = (int)b->o.window;
+    if ((long)n * w > b->o.bw_bytes) w = (int)(b->o.bw_bytes / (long)n);
+    if (w < 1) w = 1;
+    long lat_iters, bw_iters;
+    double lat = timed(b, c, u->d, n, 0, w, scaled(b->o.iters, n, 8192, b->o.min_iters), &lat_iters);
+    double bw_t =
+        timed(b, c, u->d, n, 1, w, scaled(b->o.bw_iters, (size_t)w * n, 256 << 10, b->o.min_iters), &bw_iters);
+    /* ping-pong: one way is half a round trip; a rank-0-only configuration times one copy */
+    *lat_us = lat * 1e6 / (c->rank0_only ? 1.0 : 2.0);
+    *bw_GBs = (double)n * w / bw_t / 1e9;
     if (b->rank == 0) {
-        printf("%-18s %-5s %10s %11s %10s %7s %7s %3s  %s\n", "config", "dir", "size", "lat_us", "bw_GBs", "lat_it",
-               "bw_it", "win", "verify");
+        printf("%-18s %-5s %10zu %11.2f %10.3f %7ld %7ld %3d %3ld  %s\n", u->name, u->d->name, n, *lat_us, *bw_GBs,
+               lat_iters, bw_iters, w, round + 1, round ? "-" : bad ? "MISMATCH" : "ok");
+        fflush(stdout);
+        if (b->o.rounds > 1)
+            fprintf(b->csv, "# round %ld: %s,%s,%zu,%.3f,%.4f\n", round + 1, u->name, u->d->name, n, *lat_us, *bw_GBs);
+        if (bad) fprintf(b->csv, "# verify %s %s %zu: %ld bytes differ\n", u->name, u->d->name, n, bad);
+        fflush(b->csv);
+    }
+}
+
+/* Every selected configuration in every selected direction, for --rounds rounds. A round
+ * takes the sizes in turn and, at each size, every configuration and direction, in an
+ * order that rotates from round to round; each CSV row is the median over the rounds
+ * (each round's own numbers are comment lines). So the anchors and MPI-ACC are measured
+ * seconds apart, not one whole sweep after another: on the H200 machine plain MPICH's
+ * own bandwidth at one size moved by up to 50% between sweeps a minute apart, more than
+ * any difference the ratios were meant to show.
+ * Each configuration is set up once for the run and torn down at its end, so the
+ * configurations of one process coexist: maint/gpu-check keeps those that disturb others
+ * (NCCL's threads; an IPC anchor's mapping of the buffer MPI-ACC would map) in processes
+ * of their own. Prints the table's column line first (rank 0). */
+static void run_all(Bench *b) {
+    static Unit units[MAX_UNITS];
+    int nunits = 0;
+    static const size_t order[] = {3, 0, 1, 2}; /* H->H (plain MPICH) first: it is quick */
+    for (size_t oi = 0; oi < sizeof order / sizeof order[0]; oi++) {
+        const Dir *d = &dirs[order[oi]];
+        if (!in_list(b->o.dirs, d->name) && !in_list(b->o.dirs, d->alias)) continue;
+        for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
+            if ((configs[i].dirs & (1u << order[oi])) && in_list(b->o.configs, configs[i].name) && nunits < MAX_UNITS) {
+                Unit *u = &units[nunits++];
+                u->c = &configs[i];
+                u->d = d;
+                config_name(b, u->c, u->name, sizeof u->name);
+                u->usable = 0;
+            }
+    }
+    if (b->rank == 0) {
+        printf("%-18s %-5s %10s %11s %10s %7s %7s %3s %3s  %s\n", "config", "dir", "size", "lat_us", "bw_GBs", "lat_it",
+               "bw_it", "win", "rnd", "verify");
         fflush(stdout);
     }
     signal(SIGALRM, on_alarm);
-    static const size_t order[] = {3, 0, 1, 2}; /* H->H (plain MPICH) first: it is quick */
-    for (size_t oi = 0; oi < sizeof order / sizeof order[0]; oi++) {
-        size_t di = order[oi];
-        const Dir *d = &dirs[di];
-        if (!in_list(b->o.dirs, d->name) && !in_list(b->o.dirs, d->alias)) continue;
-        for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
-            if ((configs[i].dirs & (1u << di)) && in_list(b->o.configs, configs[i].name)) run_config(b, &configs[i], d);
+
+    /* Setup, once per configuration (collective: both ranks walk the same table). */
+    int set_up[sizeof configs / sizeof configs[0]] = {0}; /* 1 usable, -1 unusable */
+    for (int k = 0; k < nunits; k++) {
+        Unit *u = &units[k];
+        const size_t ci = (size_t)(u->c - configs);
+        char why[256] = "";
+        if (set_up[ci] == 0) {
+            snprintf(g_where, sizeof g_where, "%s setup", u->name);
+            phase("setup");
+            set_up[ci] = !u->c->setup || u->c->setup(b, why, sizeof why) ? 1 : -1;
+            if (set_up[ci] < 0 && b->rank == 0) {
+                printf("# skipped %s: %s\n", u->name, why);
+                fprintf(b->csv, "# skipped %s: %s\n", u->name, why);
+                fflush(stdout);
+                fflush(b->csv);
+            }
+        }
+        u->usable = set_up[ci] > 0;
+        if (!u->usable && u->c->mpiacc) b->verify_failures++; /* MPI-ACC unusable on a GPU machine is an error */
     }
+
+    size_t sizes[MAX_SIZES];
+    int nsizes = 0;
+    for (int si = 0; si < b->o.nsizes; si++)
+        if (b->o.sizes[si] >= b->o.min_size && b->o.sizes[si] <= b->o.max_size) sizes[nsizes++] = (size_t)b->o.sizes[si];
+    const long rounds = b->o.rounds;
+    double *lat = calloc((size_t)(nunits * nsizes * rounds) + 1, sizeof *lat);
+    double *bw = calloc((size_t)(nunits * nsizes * rounds) + 1, sizeof *bw);
+    if (!lat || !bw) fail("cannot allocate the results of %d units x %d sizes x %ld rounds", nunits, nsizes, rounds);
+#define AT(k, si, r) (((size_t)(k) * (size_t)nsizes + (size_t)(si)) * (size_t)rounds + (size_t)(r))
+    for (long r = 0; r < rounds; r++)
+        for (int si = 0; si < nsizes; si++) {
+            for (int j = 0; j < nunits; j++) {
+                const int k = (int)((j + r) % nunits);
+                if (units[k].usable) measure(b, &units[k], sizes[si], r, &lat[AT(k, si, r)], &bw[AT(k, si, r)]);
+            }
+            if (r + 1 < rounds || b->rank != 0) continue;
+            /* The size's last round: its rows, in the table's order, written at once so that
+             * a run cut short keeps what it had. */
+            for (int k = 0; k < nunits; k++)
+                if (units[k].usable)
+                    fprintf(b->csv, "%s,%s,%zu,%.3f,%.4f\n", units[k].name, units[k].d->name, sizes[si],
+                            median(&lat[AT(k, si, 0)], (int)rounds), median(&bw[AT(k, si, 0)], (int)rounds));
+            fflush(b->csv);
+        }
+    if (b->rank == 0 && rounds > 1) {
+        printf("# medians over %ld rounds (the CSV's rows)\n", rounds);
+        for (int k = 0; k < nunits; k++) {
+            if (!units[k].usable) continue;
+            for (int si = 0; si < nsizes; si++)
+                printf("%-18s %-5s %10zu %11.2f %10.3f\n", units[k].name, units[k].d->name, sizes[si],
+                       median(&lat[AT(k, si, 0)], (int)rounds), median(&bw[AT(k, si, 0)], (int)rounds));
+        }
+        fflush(stdout);
+    }
+#undef AT
+    free(lat);
+    free(bw);
+
+    for (size_t ci = 0; ci < sizeof configs / sizeof configs[0]; ci++)
+        if (set_up[ci] > 0 && configs[ci].teardown) {
+            snprintf(g_where, sizeof g_where, "%s teardown", configs[ci].name);
+            phase("teardown");
+            configs[ci].teardown(b);
+        }
     alarm(0);
     phase("");
     snprintf(g_where, sizeof g_where, "teardown");

@@ -6,8 +6,9 @@
  * side, rank 0 first: D->H means rank 0 uses device memory and rank 1 host memory (the
  * bandwidth is rank 0 to rank 1; the latency is the mean of both ways, as in OSU).
  *
- * Configurations, all in one run, direction by direction with the anchors first, so that
- * their rows are kept (the CSV is written row by row) even when an MPI-ACC path aborts:
+ * Configurations, all in one run, interleaved: size by size, every configuration and
+ * direction at that size, in --rounds rounds whose order rotates, each CSV row the
+ * median over the rounds (bench_measure.h says why):
  *   mpich-host   PMPI with host buffers (H->H): what MPICH's host transport gives
  *   staged       cudaMemcpy D2H into pinned memory + PMPI_Send; PMPI_Recv + cudaMemcpy H2D
  *   pipeline     256 KiB chunks: cudaMemcpyAsync into pinned slots on two streams + PMPI_Isend/Irecv
@@ -25,12 +26,13 @@
  * A phase (verify, latency, bandwidth of one size) that takes longer than --watchdog
  * seconds is declared a hang: the program names it on stderr and exits 124.
  * Large messages get fewer iterations and a smaller window (window x size <= --bw-bytes),
- * and every measurement runs at least --min-time seconds, so a run stays short.
+ * and every measurement runs at least --min-time seconds, so a run stays short. The rows of
+ * a size are written once its last round is measured, so a run cut short keeps them.
  *
  *   mpiexec -n 2 bench/pt2pt [--iters N] [--bw-iters N] [--min-iters N] [--window W]
  *       [--bw-bytes BYTES] [--min-time SEC] [--min-size BYTES] [--max-size BYTES]
  *       [--sizes LIST|pow2] [--configs LIST] [--dirs LIST] [--label SUFFIX] [--csv FILE]
- *       [--watchdog SEC]
+ *       [--rounds N] [--watchdog SEC]
  * CSV columns: config,direction,size,lat_us,bw_GBs (GB/s = 1e9 bytes per second).
  */
 #include <cuda_runtime_api.h>
@@ -99,6 +101,7 @@ static void usage(void) {
             "usage: mpiexec -n 2 pt2pt [--iters N] [--bw-iters N] [--min-iters N] [--window W]\n"
             "         [--bw-bytes BYTES] [--min-time SEC] [--min-size BYTES] [--max-size BYTES]\n"
             "         [--sizes LIST|pow2] [--configs LIST] [--dirs LIST] [--label SUFFIX] [--csv FILE]\n"
+            "         [--rounds N]  (repeat the sweep; rows are medians over the rounds; default 1)\n"
             "         [--watchdog SEC]  (abort with a message when one phase takes longer; 0 = off)\n"
             "  sizes take K, M, G suffixes (powers of 1024); LIST is comma separated\n"
             "  configs: mpich-host,staged,pipeline,nccl,memcpy-peer,ipc-pull,mpiacc,mpiacc-auto\n"

@@ -6,8 +6,10 @@
  * round trip / 2) and windowed bandwidth (a window of sends, then a one-byte ack).
  * Directions name the buffer on each side, rank 0 first (D = cl_mem, H = host memory).
  *
- * Configurations, direction by direction with the anchors first, so that their rows are
- * kept (the CSV is written row by row) even when an MPI-ACC path aborts:
+ * Configurations, interleaved: size by size, every configuration and direction at that
+ * size, in --rounds rounds whose order rotates, each CSV row the median over the rounds
+ * (bench_measure.h says why; the rows of a size are written once its last round is
+ * measured, so a run cut short keeps them):
  *   mpich-host  PMPI with host buffers (H->H)
  *   staged      blocking clEnqueueReadBuffer + PMPI_Send; PMPI_Recv + blocking clEnqueueWriteBuffer
  *   pipeline    256 KiB chunks: non-blocking reads/writes into pinned slots + PMPI_Isend/Irecv
@@ -25,7 +27,7 @@
  *   mpiexec -n 2 bench/pt2pt_opencl [--iters N] [--bw-iters N] [--min-iters N] [--window W]
  *       [--bw-bytes BYTES] [--min-time SEC] [--min-size BYTES] [--max-size BYTES]
  *       [--sizes LIST|pow2] [--configs LIST] [--dirs LIST] [--label SUFFIX] [--csv FILE]
- *       [--watchdog SEC]
+ *       [--rounds N] [--watchdog SEC]
  * CSV columns: config,direction,size,lat_us,bw_GBs (GB/s = 1e9 bytes per second).
  */
 #define CL_TARGET_OPENCL_VERSION 120
@@ -89,6 +91,7 @@ static void usage(void) {
             "usage: mpiexec -n 2 pt2pt_opencl [--iters N] [--bw-iters N] [--min-iters N] [--window W]\n"
             "         [--bw-bytes BYTES] [--min-time SEC] [--min-size BYTES] [--max-size BYTES]\n"
             "         [--sizes LIST|pow2] [--configs LIST] [--dirs LIST] [--label SUFFIX] [--csv FILE]\n"
+            "         [--rounds N]  (repeat the sweep; rows are medians over the rounds; default 1)\n"
             "         [--watchdog SEC]  (abort with a message when one phase takes longer; 0 = off)\n"
             "  sizes take K, M, G suffixes (powers of 1024); LIST is comma separated\n"
             "  configs: mpich-host,staged,pipeline,mpiacc; dirs: D->D,D->H,H->D (or DD,DH,HD)\n"
