@@ -325,6 +325,27 @@ TEST_F(OpenClAccelTest, capture_invalid_queue_is_err_arg) {
         capture_error(*accel, mem.get(), 16, queue_attrs(reinterpret_cast<cl_command_queue>(mem.get())), MPI_ERR_ARG);
 }
 
+// A queue that passed once is remembered (is_opencl_queue): other handles are still
+// checked in full, and a queue's context is asked every time, so a queue released and
+// another made (often at the same address) on another context is judged as itself.
+TEST_F(OpenClAccelTest, capture_after_a_known_queue_checks_every_handle) {
+    auto accel = make_accel(4);
+    MemRef mem = make_buffer(user_.context.get(), 1024);
+    EXPECT_TRUE(capture_ok(*accel, mem.get(), 16, queue_attrs(user_.queue.get())));
+    EXPECT_TRUE(capture_ok(*accel, mem.get(), 16, queue_attrs(user_.queue.get())));
+    std::vector<unsigned char> host(256, 0);
+    capture_error(*accel, mem.get(), 16, queue_attrs(reinterpret_cast<cl_command_queue>(host.data())), MPI_ERR_ARG);
+    for (int i = 0; i < 4; i++) {
+        UserContext other = make_user_context();
+        MemRef other_mem = make_buffer(other.context.get(), 64);
+        EXPECT_TRUE(capture_ok(*accel, other_mem.get(), 16, queue_attrs(other.queue.get())));
+        // The buffer's context is not the queue's.
+        std::string why = capture_error(*accel, mem.get(), 16, queue_attrs(other.queue.get()), MPI_ERR_BUFFER);
+        EXPECT_NE(why.find("different cl_context"), std::string::npos) << why;
+    }
+    EXPECT_TRUE(capture_ok(*accel, mem.get(), 16, queue_attrs(user_.queue.get())));
+}
+
 TEST_F(OpenClAccelTest, capture_queue_and_context_that_disagree_is_err_arg) {
     auto accel = make_accel(4);
     UserContext other = make_user_context();

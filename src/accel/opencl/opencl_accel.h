@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "accel/accel.h"
@@ -139,6 +140,8 @@ private:
     // Reads only memory known to be mapped: a host pointer passed as a cl_mem must get
     // MPI_ERR_BUFFER, not a jump through garbage in the ICD loader.
     bool is_opencl_object(const void *handle) const;
+    // is_opencl_object for a MPIX_ACC_COMMAND_QUEUE, remembering the queues that passed.
+    bool is_opencl_queue(cl_command_queue queue) const;
     bool device_in_context(cl_device_id device, const std::vector<cl_device_id> &devices) const;
     int inspect_mem(cl_mem mem, cl_context *context, std::size_t *size, std::string *why) const;
     int resolve_context_and_device(const BufferAttrs &attrs, cl_context mem_context, cl_context *context,
@@ -158,6 +161,11 @@ private:
     mutable std::atomic<const void *> learned_tables_[kLearnedTables] = {};
     mutable std::atomic<unsigned> learned_count_{0};
     mutable std::mutex learn_mutex_;
+    // Command queues that passed is_opencl_object, with the first word (the dispatch
+    // table) each had then: see is_opencl_queue. Cleared when it reaches kKnownQueues.
+    static constexpr std::size_t kKnownQueues = 256;
+    mutable std::mutex known_queues_mutex_;
+    mutable std::unordered_map<const void *, const void *> known_queues_;
     std::unique_ptr<opencl::ObjectCache> cache_;
 };
 
