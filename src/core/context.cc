@@ -6,6 +6,7 @@
 
 #include "accel/accel.h"
 #include "core/buffer_desc.h"
+#include "core/chunk_trace.h"
 #include "core/progress.h"
 #include "mpiacc.h"
 #include "protocol/envelope.h"
@@ -130,6 +131,7 @@ void finalize_context() {
         ctx.progress_thread.join();
     }
     StateLock lock;
+    if (ctx.knobs.verbose >= 3) print_chunk_trace();
     ctx.user_ops.clear();
     release_all_host_recvs();
     ctx.stash.clear();

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/chunk_trace.h"
 #include "core/context.h"
 #include "core/counters.h"
 #include "core/error.h"
@@ -556,6 +557,7 @@ void RecvOp::pipeline_step() {
         bool done = false;
         if (c.stage == ChunkState::Stage::NETWORK) {
             if (netmod().test(&c.request)) {
+                trace_chunk(ChunkEvent::RECV_DONE, envelope_.transfer_id, c.index);
                 std::string why;
                 int rc = MPI_SUCCESS;
                 if (c.staging && !draining_)
@@ -571,6 +573,7 @@ void RecvOp::pipeline_step() {
         }
         if (c.stage == ChunkState::Stage::LANDING && c.copy->test()) {
             if (c.copy->error() != MPI_SUCCESS) drain(c.copy->error(), "copying a chunk into device memory failed");
+            trace_chunk(ChunkEvent::RECV_COPY_DONE, envelope_.transfer_id, c.index);
             done = true;
         }
         if (done) {
@@ -606,12 +609,14 @@ void RecvOp::pipeline_step() {
             return;
         }
         c.stage = ChunkState::Stage::NETWORK;
+        trace_chunk(ChunkEvent::RECV_POST, envelope_.transfer_id, c.index);
         chunks_.push_back(std::move(c));
         ++next_chunk_;
     }
     if (state_ == State::AWAIT_SLOT) {
         // Chunk receives are posted before the CTS, so the first chunk finds its receive.
         state_ = State::DATA;
+        trace_chunk(ChunkEvent::CTS_SENT, envelope_.transfer_id, nchunks_);
         send_control(ControlType::CTS, static_cast<std::uint16_t>(mode_));
     }
     if (!unsent_.empty()) retire_stopped_chunks(&unsent_);

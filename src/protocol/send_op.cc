@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/chunk_trace.h"
 #include "core/context.h"
 #include "core/counters.h"
 #include "core/error.h"
@@ -209,6 +210,7 @@ void SendOp::start_data() {
         return;
     }
     nchunks_ = (send_bytes_ + chunk_size_ - 1) / chunk_size_;
+    trace_chunk(ChunkEvent::CTS_SEEN, id_, nchunks_);
     pipeline_step();
 }
 
@@ -224,6 +226,7 @@ void SendOp::pipeline_step() {
             }
             c.copy.reset();
             c.stage = ChunkState::Stage::NETWORK;
+            trace_chunk(ChunkEvent::SEND_COPY_DONE, id_, c.index);
         }
     }
     // Chunks go out in order: the receiver matches them by order on one tag.
@@ -238,6 +241,7 @@ void SendOp::pipeline_step() {
                     return;
                 }
                 c.sent = true;
+                trace_chunk(ChunkEvent::SEND_POST, id_, c.index);
                 ++next_to_send_;
                 posted = true;
             }
@@ -245,6 +249,7 @@ void SendOp::pipeline_step() {
     }
     for (auto it = chunks_.begin(); it != chunks_.end();) {
         if (it->sent && netmod().test(&it->request)) {
+            trace_chunk(ChunkEvent::SEND_DONE, id_, it->index);
             if (it->staging) it->pool->release(it->staging);
             ++chunks_done_;
             it = chunks_.erase(it);
@@ -285,6 +290,7 @@ void SendOp::pipeline_step() {
                 return;
             }
             c.stage = ChunkState::Stage::COPYING;
+            trace_chunk(ChunkEvent::SEND_COPY_START, id_, c.index);
         }
         chunks_.push_back(std::move(c));
         ++next_chunk_;
