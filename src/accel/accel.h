@@ -106,6 +106,17 @@ public:
         *why = "device-to-device copies are not available for this buffer kind";
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }
+    // Makes copies between this buffer and host memory [base, base + bytes), a peer's
+    // shared staging segment mapped here, run by DMA (pool/shared_memory.h); kept until
+    // the kind lets go of this buffer's device (finalize at the latest). Kinds that
+    // cannot refuse, and the receiver then takes the ordinary pipeline.
+    virtual bool pin_host_region(void * /*base*/, std::size_t /*bytes*/, std::string *why) {
+        *why = "this buffer kind does not copy from peers' staging segments";
+        return false;
+    }
+    // Whether pin_host_region is implemented: only then may a receive into this buffer
+    // take the SHARED mode.
+    virtual bool copies_from_peer_segments() const { return false; }
     // Same-node pull (CUDA IPC): describe this buffer for a peer process. False when
     // the buffer cannot be exported (not IPC-capable memory, or the kind has no IPC).
     virtual bool ipc_export(IpcExport * /*out*/) { return false; }

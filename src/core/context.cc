@@ -9,6 +9,7 @@
 #include "core/chunk_trace.h"
 #include "core/progress.h"
 #include "mpiacc.h"
+#include "pool/shared_memory.h"
 #include "protocol/envelope.h"
 #include "protocol/transfer.h"
 
@@ -74,6 +75,7 @@ int initialize_context(int provided_thread_level) {
     PMPI_Comm_get_attr(ctx.proto_comm, MPI_TAG_UB, &tag_ub, &flag);
     if (flag && tag_ub) ctx.tag_ub = *tag_ub;
     ctx.node_id = local_node_id();
+    ctx.pid_namespace = local_pid_namespace();
     // Who shares this node decides, before any envelope, whether a device send may take
     // the IPC pull rather than the staged eager path.
     ctx.node_ids.assign(ctx.world_size, 0);
@@ -140,6 +142,7 @@ void finalize_context() {
     drain_control_messages();
     clear_bounce_cache();
     shutdown_accels();
+    unmap_peer_segments();  // the accelerators' registrations of them are gone now
     for (int *kv : {&ctx.keyvals.buf_type, &ctx.keyvals.stream, &ctx.keyvals.command_queue, &ctx.keyvals.event,
                     &ctx.keyvals.context, &ctx.keyvals.device, &ctx.keyvals.offset})
         if (*kv != MPI_KEYVAL_INVALID) PMPI_Type_free_keyval(kv);

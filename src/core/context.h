@@ -76,6 +76,7 @@ public:
     MPI_Comm proto_comm = MPI_COMM_NULL;  // private duplicate of MPI_COMM_WORLD (DESIGN 2.3)
     int tag_ub = 32767;
     std::uint64_t node_id = 0;
+    std::uint64_t pid_namespace = 0;  // local_pid_namespace(), read at init
     std::vector<std::uint64_t> node_ids;  // by world rank: who shares this node
     // By world rank: small blocking device sends still to go by the staged eager path
     // before IPC is offered to that peer again (it declined the last offer: the data

@@ -54,6 +54,7 @@ bool PinnedPool::grow() {
     void *seg = allocator_->allocate(n * slot_size_, &last_error_);
     if (!seg) return false;
     segments_.push_back(seg);
+    segment_bytes_.push_back(n * slot_size_);
     for (std::size_t i = 0; i < n; ++i) free_.push_back(static_cast<char *>(seg) + i * slot_size_);
     carved_ += n;
     return true;
@@ -85,6 +86,26 @@ std::size_t PinnedPool::slots_in_use() const {
 std::size_t PinnedPool::allocations() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return segments_.size();
+}
+
+bool PinnedPool::shared() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!allocator_->shares()) return false;
+    if (segments_.empty() && !grow()) return false;
+    return allocator_->shares();
+}
+
+bool PinnedPool::locate_shared(const void *slot, SharedLocation *out) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const char *p = static_cast<const char *>(slot);
+    for (std::size_t i = 0; i < segments_.size(); ++i) {
+        const char *seg = static_cast<const char *>(segments_[i]);
+        if (p < seg || p >= seg + segment_bytes_[i]) continue;
+        if (!allocator_->shared_identity(seg, out)) return false;
+        out->offset = static_cast<std::uint64_t>(p - seg);
+        return true;
+    }
+    return false;
 }
 
 std::size_t PinnedPool::exhausted_count() const {

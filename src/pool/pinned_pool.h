@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "pool/shared_memory.h"
+
 namespace mpiacc {
 
 // How one device kind makes pinned host memory (cudaMallocHost, a mapped
@@ -21,6 +23,10 @@ public:
     // Returns host-addressable pinned memory of `bytes`, or null (sets *why).
     virtual void *allocate(std::size_t bytes, std::string *why) = 0;
     virtual void release(void *ptr) = 0;
+    // Whether every allocation is shared memory a peer process can map (shared_memory.h).
+    virtual bool shares() const { return false; }
+    // For an allocation of a sharing allocator: its segment's fd, inode and size.
+    virtual bool shared_identity(const void * /*allocation*/, SharedLocation * /*out*/) const { return false; }
 };
 
 class PinnedPool {
@@ -42,6 +48,12 @@ public:
     std::size_t allocations() const;      // underlying pinned allocations made so far
     std::size_t exhausted_count() const;  // times acquire() found no slot
     const std::string &last_error() const { return last_error_; }
+    // Whether slots are in shared memory that a peer on this node can map (the staging
+    // of a shared pipeline). Makes the first allocation if none was made yet, so that
+    // the answer holds for every slot; false when it failed.
+    bool shared();
+    // Where `slot` (from acquire) is, for a peer: false when the pool is not shared.
+    bool locate_shared(const void *slot, SharedLocation *out) const;
 
 private:
     bool grow();  // one more segment; false when at capacity or allocation failed
@@ -51,6 +63,7 @@ private:
     std::size_t max_slots_;
     std::size_t slots_per_segment_;
     std::vector<void *> segments_;
+    std::vector<std::size_t> segment_bytes_;
     std::vector<void *> free_;
     std::size_t carved_ = 0;
     std::size_t in_use_ = 0;

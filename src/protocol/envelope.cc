@@ -1,5 +1,6 @@
 #include "protocol/envelope.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -11,6 +12,7 @@ const char *mode_name(TransferMode m) {
         case TransferMode::DIRECT: return "direct";
         case TransferMode::PIPELINE: return "pipeline";
         case TransferMode::IPC: return "ipc";
+        case TransferMode::SHARED: return "shared";
     }
     return "?";
 }
@@ -25,6 +27,12 @@ std::uint64_t local_node_id() {
         h *= 1099511628211ull;
     }
     return h;
+}
+
+std::uint64_t local_pid_namespace() {
+    struct stat st;
+    if (stat("/proc/self/ns/pid", &st) != 0) return 0;
+    return static_cast<std::uint64_t>(st.st_ino);
 }
 
 bool looks_like_envelope(const void *buf, std::size_t bytes) {

@@ -7,11 +7,15 @@
 #include <cstdint>
 
 #include "accel/accel.h"
+#include "pool/shared_memory.h"
 
 namespace mpiacc {
 
 constexpr std::uint32_t kEnvelopeMagic = 0x4343414du;  // "MACC"
-constexpr std::uint16_t kProtocolVersion = 1;
+// 2: the envelope's `shared` offer and flags kEnvelopeStagesAfterDecline and
+// kEnvelopeSharedStaging, CTS status kCtsDeclinedForBlockingReceive, mode SHARED and
+// control message CHUNK_DONE.
+constexpr std::uint16_t kProtocolVersion = 2;
 // Not a power of two on purpose: OSU-style sweeps and most applications send power-of-two
 // sizes, and a host payload of exactly this length has to go by rendezvous.
 constexpr std::size_t kEnvelopeBytes = 200;
@@ -21,16 +25,31 @@ enum EnvelopeFlags : std::uint16_t {
     // Declining this offer makes the sender's next small sends to this rank go staged,
     // as the plain payload (send_common's run after a decline).
     kEnvelopeStagesAfterDecline = 1u << 1,
+    // The sender stages through shared memory (pool/shared_memory.h) and says which
+    // process it is in `shared`: a receiver on its node may take the SHARED mode.
+    kEnvelopeSharedStaging = 1u << 2,
 };
 
 enum class TransferMode : std::uint16_t {
     DIRECT = 1,    // both sides host: one message from buffer to buffer
     PIPELINE = 2,  // chunks staged through pinned pools
     IPC = 3,       // receiver pulls the sender's device memory, then sends FIN
+    // Same node: the sender stages chunks into its shared slots and sends a ChunkNotice
+    // for each; the receiver copies each out of the slot itself and answers CHUNK_DONE,
+    // which frees the slot.
+    SHARED = 4,
 };
 const char *mode_name(TransferMode m);
 
 #pragma pack(push, 1)
+// Who owns the staging segments a SHARED transfer's notices name.
+struct SharedStagingOffer {
+    std::int32_t pid;
+    std::uint32_t reserved;
+    std::uint64_t pid_namespace;  // inode of the sender's /proc/self/ns/pid: its pid means
+                                  // the same process here only when ours is the same
+};
+
 struct Envelope {
     std::uint32_t magic;
     std::uint16_t version;
@@ -42,13 +61,18 @@ struct Envelope {
     std::uint16_t depth;        // sender's proposal
     std::uint16_t flags;
     std::uint64_t node_id;  // hash of the sender's host
-    IpcExport ipc;          // valid when flags & kEnvelopeHasIpc
+    union {
+        IpcExport ipc;              // valid when flags & kEnvelopeHasIpc
+        SharedStagingOffer shared;  // valid when flags & kEnvelopeSharedStaging (never both)
+    };
     std::uint8_t reserved[kEnvelopeBytes - 44 - sizeof(IpcExport)];
 };
 
 // CTS and FIN go from receiver to sender; ABORT from sender to receiver when the sender
 // cannot produce the data after the CTS (a failed device copy), so nobody is stranded.
-enum class ControlType : std::uint16_t { CTS = 1, FIN = 2, ABORT = 3 };
+// CHUNK_DONE (SHARED mode, receiver to sender): the receiver is done with chunk `bytes`'s
+// slot.
+enum class ControlType : std::uint16_t { CTS = 1, FIN = 2, ABORT = 3, CHUNK_DONE = 4 };
 
 struct ControlMessage {
     std::uint32_t magic;
@@ -59,6 +83,14 @@ struct ControlMessage {
     std::uint32_t chunk_size;   // final choice (CTS)
     std::uint16_t depth;        // final choice (CTS)
     std::uint16_t status;       // FIN: 0 ok, else an MPI error class; CTS: kCtsDeclined* or 0
+};
+// SHARED mode, sender to receiver on the transfer's data tag, one per chunk in order:
+// chunk `index` of `len` bytes is in the sender's slot at `where`.
+struct ChunkNotice {
+    std::uint32_t magic;
+    std::uint32_t index;
+    std::uint64_t len;
+    SharedLocation where;
 };
 #pragma pack(pop)
 
@@ -78,6 +110,8 @@ constexpr int kControlTag = 0;
 
 // A stable id for this host (hash of its name): equal ids mean "same node".
 std::uint64_t local_node_id();
+// This process's PID namespace (the inode of /proc/self/ns/pid; 0 when unknown).
+std::uint64_t local_pid_namespace();
 
 // True when `buf` of `bytes` bytes is an envelope of this protocol.
 bool looks_like_envelope(const void *buf, std::size_t bytes);

@@ -324,6 +324,10 @@ bool retire_stopped_chunks(std::vector<ChunkState> *chunks) {
             ++it;
             continue;
         }
+        if (it->awaiting_ack) {
+            ++it;
+            continue;
+        }
         if (it->staging) it->pool->release(it->staging);
         MPIACC_COUNT("protocol.chunks_retired");
         it = chunks->erase(it);

@@ -163,7 +163,8 @@ void RecvOp::finish_drain() {
 void RecvOp::on_abort(const ControlMessage &msg) {
     const int error_class = msg.status ? msg.status : MPI_ERR_OTHER;
     std::string what = format("the sender (rank %d of the world) could not produce the data after the CTS", peer_);
-    if (state_ != State::DATA || mode_ != TransferMode::PIPELINE || data_request_ != MPI_REQUEST_NULL) {
+    if (state_ != State::DATA || (mode_ != TransferMode::PIPELINE && mode_ != TransferMode::SHARED) ||
+        data_request_ != MPI_REQUEST_NULL) {
         fail(error_class, what);
         return;
     }
@@ -429,6 +430,8 @@ void RecvOp::on_envelope(const Envelope &env) {
         pull_through_slots_ = host_dest && !(dest_.contiguous_host() && bytes_ >= kPullIntoHostMin);
     } else if (sender_kind == BufKind::HOST && dest_.kind == BufKind::HOST) {
         mode_ = TransferMode::DIRECT;
+    } else if (shared_staging_usable(env)) {
+        mode_ = TransferMode::SHARED;
     } else {
         mode_ = TransferMode::PIPELINE;
     }
@@ -478,11 +481,71 @@ void RecvOp::on_envelope(const Envelope &env) {
         send_control(ControlType::CTS, static_cast<std::uint16_t>(mode_));
         return;
     }
+    if (mode_ == TransferMode::SHARED) {
+        // Chunks are copied out of the sender's slots: no slot of ours is needed.
+        MPIACC_COUNT("protocol.recv.shared");
+        shared_pid_ = env.shared.pid;
+        state_ = State::AWAIT_SLOT;
+        pipeline_step();
+        return;
+    }
     MPIACC_COUNT("protocol.recv.pipeline");
     if (dest_.kind == BufKind::HOST && !dest_.contiguous_host()) packed_.resize(bytes_);
     if (dest_.kind != BufKind::HOST) pool_ = dest_.device->staging_pool();
     state_ = State::AWAIT_SLOT;
     pipeline_step();
+}
+
+// SHARED mode (DESIGN 2.4's pipeline, same node): the sender's slots are shared memory
+// this rank can map and its device can copy from. Asked before the CTS, so that a
+// transfer never starts in a mode it cannot finish.
+bool RecvOp::shared_staging_usable(const Envelope &env) const {
+    const Context &ctx = context();
+    return (env.flags & kEnvelopeSharedStaging) && !(env.flags & kEnvelopeHasIpc) && env.node_id == ctx.node_id &&
+           ctx.knobs.shared_staging && env.shared.pid_namespace != 0 && env.shared.pid_namespace == ctx.pid_namespace &&
+           dest_.kind != BufKind::HOST && dest_.device->copies_from_peer_segments() &&
+           peer_segments_reachable(env.sender_rank, env.shared.pid);
+}
+
+// A notice arrived for chunk `c`: its bytes go from the sender's slot to the device. On
+// any failure the transfer drains (the chunk is still acknowledged, so that the sender
+// gets its slot back).
+void RecvOp::start_shared_copy(ChunkState &c) {
+    const ChunkNotice &n = c.shared->notice;
+    std::string why;
+    if (n.magic != kEnvelopeMagic || n.index != c.index || n.len != c.len ||
+        n.where.offset > n.where.segment_bytes || n.len > n.where.segment_bytes - n.where.offset) {
+        drain(MPI_ERR_INTERN, format("protocol error: bad notice for chunk %zu of a shared transfer", c.index));
+        return;
+    }
+    char *base = static_cast<char *>(map_peer_segment(peer_, shared_pid_, n.where, &why));
+    int rc = MPI_SUCCESS;
+    if (!base) {
+        rc = MPI_ERR_OTHER;
+    } else if (!dest_.device->pin_host_region(base, n.where.segment_bytes, &why)) {
+        rc = MPI_ERR_NO_MEM;
+    } else if (chunk_copy_fault(&why)) {
+        rc = MPI_ERR_OTHER;
+    } else {
+        rc = dest_.device->copy_from_host(c.offset, base + n.where.offset, c.len, &c.copy, &why);
+    }
+    if (rc != MPI_SUCCESS) drain(rc, "copying a chunk out of the sender's shared slot failed: " + why);
+}
+
+// Tells the sender that chunk `c`'s slot is free again.
+bool RecvOp::acknowledge_chunk(ChunkState &c) {
+    ControlMessage &m = c.shared->done;
+    std::memset(&m, 0, sizeof m);
+    m.magic = kEnvelopeMagic;
+    m.type = static_cast<std::uint16_t>(ControlType::CHUNK_DONE);
+    m.transfer_id = envelope_.transfer_id;
+    m.bytes = c.index;
+    if (netmod().send_bytes(&m, sizeof m, peer_, kControlTag, &c.request) != MPI_SUCCESS) {
+        fail(MPI_ERR_OTHER, "sending a CHUNK_DONE control message failed");
+        return false;
+    }
+    c.stage = ChunkState::Stage::ACKING;
+    return true;
 }
 
 void RecvOp::send_control(ControlType type, std::uint16_t mode_or_status) {
@@ -552,10 +615,28 @@ void RecvOp::pipeline_step() {
             }
         }
     }
+    const bool shared = mode_ == TransferMode::SHARED;
     for (auto it = chunks_.begin(); it != chunks_.end();) {
         ChunkState &c = *it;
         bool done = false;
-        if (c.stage == ChunkState::Stage::NETWORK) {
+        if (shared && c.stage == ChunkState::Stage::NETWORK && netmod().test(&c.request)) {
+            trace_chunk(ChunkEvent::RECV_DONE, envelope_.transfer_id, c.index);
+            if (!draining_) start_shared_copy(c);
+            if (c.copy) {
+                c.stage = ChunkState::Stage::LANDING;
+            } else if (!acknowledge_chunk(c)) {
+                return;
+            }
+        }
+        if (shared && c.stage == ChunkState::Stage::LANDING && c.copy->test()) {
+            if (c.copy->error() != MPI_SUCCESS)
+                drain(c.copy->error(), "copying a chunk out of the sender's shared slot failed");
+            trace_chunk(ChunkEvent::RECV_COPY_DONE, envelope_.transfer_id, c.index);
+            c.copy.reset();
+            if (!acknowledge_chunk(c)) return;
+        }
+        if (shared && c.stage == ChunkState::Stage::ACKING) done = netmod().test(&c.request);
+        if (!shared && c.stage == ChunkState::Stage::NETWORK) {
             if (netmod().test(&c.request)) {
                 trace_chunk(ChunkEvent::RECV_DONE, envelope_.transfer_id, c.index);
                 std::string why;
@@ -571,7 +652,7 @@ void RecvOp::pipeline_step() {
                     done = true;
             }
         }
-        if (c.stage == ChunkState::Stage::LANDING && c.copy->test()) {
+        if (!shared && c.stage == ChunkState::Stage::LANDING && c.copy->test()) {
             if (c.copy->error() != MPI_SUCCESS) drain(c.copy->error(), "copying a chunk into device memory failed");
             trace_chunk(ChunkEvent::RECV_COPY_DONE, envelope_.transfer_id, c.index);
             done = true;
@@ -590,7 +671,12 @@ void RecvOp::pipeline_step() {
         c.offset = next_chunk_ * chunk_size_;
         c.len = std::min(chunk_size_, bytes_ - c.offset);
         void *into;
-        if (dest_.kind == BufKind::HOST) {
+        std::size_t into_len = c.len;
+        if (shared) {
+            c.shared.reset(new SharedChunkMessages());
+            into = &c.shared->notice;
+            into_len = sizeof(ChunkNotice);
+        } else if (dest_.kind == BufKind::HOST) {
             into = (packed_.empty() ? dest_.contiguous_host() : packed_.data()) + c.offset;
         } else {
             void *slot = reserved_slot_ ? reserved_slot_ : pool_->acquire();
@@ -603,7 +689,7 @@ void RecvOp::pipeline_step() {
             c.pool = pool_;
             into = slot;
         }
-        if (netmod().recv_bytes(into, c.len, peer_, tag, &c.request) != MPI_SUCCESS) {
+        if (netmod().recv_bytes(into, into_len, peer_, tag, &c.request) != MPI_SUCCESS) {
             if (c.staging) pool_->release(c.staging);
             fail(MPI_ERR_OTHER, "posting a chunk receive failed");
             return;

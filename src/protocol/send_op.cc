@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "core/chunk_trace.h"
 #include "core/context.h"
 #include "core/counters.h"
@@ -36,6 +38,14 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
     e.node_id = ctx.node_id;
     if (op->source_.device && ctx.knobs.ipc && op->source_.device->ipc_export(&e.ipc)) e.flags |= kEnvelopeHasIpc;
     if ((e.flags & kEnvelopeHasIpc) && stages_after_decline) e.flags |= kEnvelopeStagesAfterDecline;
+    // Staging slots a receiver on this node can copy out of itself. Asking the pool
+    // makes its first allocation, which a transfer this size would make anyway.
+    if (op->source_.device && !(e.flags & kEnvelopeHasIpc) && ctx.knobs.shared_staging && same_node(op->peer_) &&
+        op->source_.device->staging_pool()->shared()) {
+        e.flags |= kEnvelopeSharedStaging;
+        e.shared.pid = static_cast<std::int32_t>(getpid());
+        e.shared.pid_namespace = ctx.pid_namespace;
+    }
 
     int rc;
     switch (mode) {
@@ -71,6 +81,11 @@ SendOp::~SendOp() {
 }
 
 void SendOp::on_control(const ControlMessage &msg) {
+    if (static_cast<ControlType>(msg.type) == ControlType::CHUNK_DONE) {
+        for (auto &c : chunks_)
+            if (c.index == msg.bytes) c.awaiting_ack = false;
+        return;
+    }
     reply_ = msg;
     have_reply_ = true;
 }
@@ -190,11 +205,19 @@ void SendOp::start_data() {
         if (rc != MPI_SUCCESS) fail(MPI_ERR_OTHER, "sending the data of a direct transfer failed");
         return;
     }
-    if (mode != TransferMode::PIPELINE) {
+    if (mode == TransferMode::SHARED) {
+        if (!(envelope_.flags & kEnvelopeSharedStaging)) {
+            fail(MPI_ERR_INTERN, "protocol error: shared mode chosen for a sender that offered no shared staging");
+            return;
+        }
+        shared_ = true;
+        MPIACC_COUNT("protocol.send.shared");
+    } else if (mode != TransferMode::PIPELINE) {
         fail(MPI_ERR_INTERN, "protocol error: unknown transfer mode in CTS");
         return;
+    } else {
+        MPIACC_COUNT("protocol.send.pipeline");
     }
-    MPIACC_COUNT("protocol.send.pipeline");
     if (source_.kind == BufKind::HOST && !source_.contiguous_host()) {
         source_.packed.resize(source_.bytes);
         if (pack_range(source_.host, source_.count, source_.type.get(), 0, source_.packed.data(), source_.bytes) !=
@@ -235,11 +258,7 @@ void SendOp::pipeline_step() {
         posted = false;
         for (auto &c : chunks_) {
             if (c.index == next_to_send_ && c.stage == ChunkState::Stage::NETWORK && !c.sent) {
-                const void *from = c.staging ? c.staging : source_.contiguous_host() + c.offset;
-                if (netmod().send_bytes(from, c.len, peer_, tag, &c.request) != MPI_SUCCESS) {
-                    fail(MPI_ERR_OTHER, "sending a pipeline chunk failed");
-                    return;
-                }
+                if (!post_chunk(c, tag)) return;
                 c.sent = true;
                 trace_chunk(ChunkEvent::SEND_POST, id_, c.index);
                 ++next_to_send_;
@@ -248,7 +267,7 @@ void SendOp::pipeline_step() {
         }
     }
     for (auto it = chunks_.begin(); it != chunks_.end();) {
-        if (it->sent && netmod().test(&it->request)) {
+        if (it->sent && netmod().test(&it->request) && !it->awaiting_ack) {
             trace_chunk(ChunkEvent::SEND_DONE, id_, it->index);
             if (it->staging) it->pool->release(it->staging);
             ++chunks_done_;
@@ -305,6 +324,35 @@ void SendOp::pipeline_step() {
         return;
     }
     if (chunks_done_ == nchunks_) finish();
+}
+
+// Posts chunk `c`'s send: its bytes (pipeline), or a notice of where they are (SHARED).
+// False once the op failed.
+bool SendOp::post_chunk(ChunkState &c, int tag) {
+    int rc;
+    if (shared_) {
+        c.shared.reset(new SharedChunkMessages());
+        ChunkNotice &n = c.shared->notice;
+        n.magic = kEnvelopeMagic;
+        n.index = static_cast<std::uint32_t>(c.index);
+        n.len = c.len;
+        if (!c.staging || !c.pool->locate_shared(c.staging, &n.where)) {
+            fail(MPI_ERR_INTERN, "a staging slot of a shared transfer is not in shared memory");
+            return false;
+        }
+        // Set before the send: the CHUNK_DONE may be taken in this very progress round.
+        c.awaiting_ack = true;
+        rc = netmod().send_bytes(&n, sizeof n, peer_, tag, &c.request);
+        if (rc != MPI_SUCCESS) c.awaiting_ack = false;
+    } else {
+        const void *from = c.staging ? c.staging : source_.contiguous_host() + c.offset;
+        rc = netmod().send_bytes(from, c.len, peer_, tag, &c.request);
+    }
+    if (rc != MPI_SUCCESS) {
+        fail(MPI_ERR_OTHER, "sending a pipeline chunk failed");
+        return false;
+    }
+    return true;
 }
 
 void SendOp::finish() {

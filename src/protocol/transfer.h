@@ -104,14 +104,27 @@ enum class SendMode { STANDARD, BUFFERED, SYNCHRONOUS, READY };
 constexpr int kEagerRun = 16;
 constexpr int kEagerRunMax = 1024;
 
+// SHARED mode's messages for one chunk, at an address that stays put while MPICH holds
+// it (ChunkStates move within their vector).
+struct SharedChunkMessages {
+    ChunkNotice notice{};   // sender: sent; receiver: received into
+    ControlMessage done{};  // receiver: its CHUNK_DONE
+};
+
 struct ChunkState {
     std::size_t index = 0, offset = 0, len = 0;
-    bool sent = false;  // sender: its network send is posted
+    bool sent = false;  // sender: its network send (or SHARED notice) is posted
+    // Sender, SHARED mode: the receiver may still read the slot (no CHUNK_DONE yet), so
+    // it is not released, not even by a failed transfer.
+    bool awaiting_ack = false;
     void *staging = nullptr;
     PinnedPool *pool = nullptr;
     std::unique_ptr<Completion> copy;
     MPI_Request request = MPI_REQUEST_NULL;
-    enum class Stage { COPYING, NETWORK, LANDING } stage = Stage::COPYING;
+    std::unique_ptr<SharedChunkMessages> shared;
+    // Receiver, SHARED: NETWORK is the notice's receive, LANDING the copy out of the
+    // sender's slot, ACKING the CHUNK_DONE's send.
+    enum class Stage { COPYING, NETWORK, LANDING, ACKING } stage = Stage::COPYING;
 };
 
 // Chunks of a transfer that ended early (it failed, or was destroyed unfinished). A
@@ -155,9 +168,11 @@ private:
     void fail(int error_class, const char *what);
     void start_data();
     void pipeline_step();
+    bool post_chunk(ChunkState &c, int tag);
     void finish();
 
     enum class State { AWAIT_REPLY, DATA, DONE } state_ = State::AWAIT_REPLY;
+    bool shared_ = false;  // SHARED mode: chunks stay in our slots, the receiver copies them
     MessageBuffer source_;
     Envelope envelope_{};
     MPI_Request envelope_request_ = MPI_REQUEST_NULL;
@@ -226,6 +241,9 @@ private:
     void on_envelope(const Envelope &env);
     void send_control(ControlType type, std::uint16_t mode_or_status);
     void pipeline_step();
+    bool shared_staging_usable(const Envelope &env) const;
+    void start_shared_copy(ChunkState &c);
+    bool acknowledge_chunk(ChunkState &c);
     bool admit_pipeline();
     void leave_pipeline();
     void payload_stage_step();
@@ -275,6 +293,7 @@ private:
     bool admitted_ = false;  // counted in Context::pipelines_from
     bool queued_ = false;    // waited for admission at least once
     bool draining_ = false;  // see drain()
+    int shared_pid_ = 0;     // SHARED: the sender's process, whose segments the notices name
     // Receives of chunks the sender never posted (it failed, ABORT): cancelled, retired.
     std::vector<ChunkState> unsent_;
 };

@@ -3,6 +3,8 @@
  * alone; a sender whose chunk copy fails tells the receiver, and both fail; chunks still
  * in flight are retired before their staging slots go back; later transfers arrive intact.
  * Rank 0 sends, rank 1 receives; each message is 5 chunks of 2 MiB (the last 3 bytes).
+ * Between cl_mems that is the SHARED mode (two ranks of one node); the build with
+ * SHARED_STAGING_OFF runs the same cases through the pipeline.
  * MPIACC-TEST-RANKS: 2 */
 #include "opencl_util.h"
 
@@ -95,6 +97,9 @@ int main(int argc, char **argv) {
     setenv("MPIACC_FAULT_CHUNK_COPY", "1:2,0:17,0:32,0:47", 1);
     setenv("MPIACC_PIPELINE_DEPTH", "4", 1);
     setenv("MPIACC_CHUNK_SIZE", "2M", 1);
+#ifdef SHARED_STAGING_OFF
+    setenv("MPIACC_SHARED_STAGING", "0", 1);
+#endif
     MT_INIT(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     const int ncases = (int)(sizeof cases / sizeof cases[0]);

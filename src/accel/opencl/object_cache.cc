@@ -172,50 +172,124 @@ bool ContextReferences::only_ours_remain() const {
 // ------------------------------------------------------------------ OpenClPinnedAllocator
 
 OpenClPinnedAllocator::OpenClPinnedAllocator(cl_context context, cl_device_id device, std::string pci_bus_id,
-                                             ContextReferences *references)
-    : context_(context), device_(device), pci_bus_id_(std::move(pci_bus_id)), references_(references) {}
+                                             ContextReferences *references, bool share)
+    : context_(context), device_(device), pci_bus_id_(std::move(pci_bus_id)), references_(references), share_(share) {}
 
 OpenClPinnedAllocator::~OpenClPinnedAllocator() {
     while (!mapped_.empty()) unmap_and_release(mapped_.begin()->first);
 }
 
+bool OpenClPinnedAllocator::ensure_map_queue(std::string *why) {
+    if (map_queue_) return true;
+    cl_int error = CL_SUCCESS;
+    cl_uint before = references_->current();
+    map_queue_ = QueueRef::adopt(create_in_order_queue(context_, device_, &error));
+    if (error != CL_SUCCESS || !map_queue_) {
+        map_queue_.reset();
+        *why = "creating the queue that maps pinned staging buffers failed: " + cl_error_name(error);
+        return false;
+    }
+    references_->charge_since(before);
+    opencl_counters().queue_created.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+void *OpenClPinnedAllocator::map(MemRef buffer, std::size_t bytes, SharedSegment segment, std::string *why) {
+    cl_int error = CL_SUCCESS;
+    void *host = clEnqueueMapBuffer(map_queue_.get(), buffer.get(), CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0,
+                                    nullptr, nullptr, &error);
+    if (error != CL_SUCCESS || !host) {
+        *why = format("mapping %zu bytes of pinned staging memory failed: ", bytes) + cl_error_name(error);
+        return nullptr;
+    }
+    if (segment.base && host != segment.base) {
+        // OpenCL promises a USE_HOST_PTR map derived from the host pointer; without it the
+        // bytes a peer reads would not be those the copies wrote.
+        clEnqueueUnmapMemObject(map_queue_.get(), buffer.get(), host, 0, nullptr, nullptr);
+        clFinish(map_queue_.get());
+        *why = "OpenCL mapped a CL_MEM_USE_HOST_PTR buffer away from its host memory";
+        return nullptr;
+    }
+    mapped_.emplace(host, Mapping{std::move(buffer), 0, segment});
+    return host;
+}
+
 void *OpenClPinnedAllocator::allocate(std::size_t bytes, std::string *why) {
     // Host memory on the device's NUMA node: the wrong socket costs up to 49% of
     // GPU-CPU bandwidth (BRIEF P5). Implementations place ALLOC_HOST_PTR memory at
-    // creation or at first map; both happen inside the scope.
+    // creation or at first map, and a shared segment gets its pages when it is made;
+    // all of it happens inside the scope.
     NumaAllocationScope near_device(pci_bus_id_);
+    if (!ensure_map_queue(why)) return nullptr;
     cl_int error = CL_SUCCESS;
-    if (!map_queue_) {
-        cl_uint before = references_->current();
-        map_queue_ = QueueRef::adopt(create_in_order_queue(context_, device_, &error));
-        if (error != CL_SUCCESS || !map_queue_) {
-            map_queue_.reset();
-            *why = "creating the queue that maps pinned staging buffers failed: " + cl_error_name(error);
+    SharedSegment segment;
+    cl_mem_flags flags = CL_MEM_ALLOC_HOST_PTR | CL_MEM_READ_WRITE;
+    if (shares()) {
+        std::string shared_why;
+        if (create_shared_segment(bytes, &segment, &shared_why) == MPI_SUCCESS) {
+            flags = CL_MEM_USE_HOST_PTR | CL_MEM_READ_WRITE;
+        } else if (mapped_.empty()) {
+            share_failed_ = true;  // the pool stays unshared
+        } else {
+            *why = shared_why;
             return nullptr;
         }
-        references_->charge_since(before);
-        opencl_counters().queue_created.fetch_add(1, std::memory_order_relaxed);
     }
     cl_uint before = references_->current();
-    MemRef buffer =
-        MemRef::adopt(clCreateBuffer(context_, CL_MEM_ALLOC_HOST_PTR | CL_MEM_READ_WRITE, bytes, nullptr, &error));
+    MemRef buffer = MemRef::adopt(clCreateBuffer(context_, flags, bytes, segment.base, &error));
     if (error != CL_SUCCESS || !buffer) {
-        *why = format("clCreateBuffer(CL_MEM_ALLOC_HOST_PTR, %zu bytes) for pinned staging memory failed: ", bytes) +
+        destroy_shared_segment(&segment);
+        *why = format("clCreateBuffer(%s, %zu bytes) for pinned staging memory failed: ",
+                      segment.base ? "CL_MEM_USE_HOST_PTR" : "CL_MEM_ALLOC_HOST_PTR", bytes) +
                cl_error_name(error);
         return nullptr;
     }
     cl_uint charged = references_->charge_since(before);
-    void *host = clEnqueueMapBuffer(map_queue_.get(), buffer.get(), CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0,
-                                    nullptr, nullptr, &error);
-    if (error != CL_SUCCESS || !host) {
-        buffer.reset();
+    void *host = map(std::move(buffer), bytes, segment, why);
+    if (!host) {
         references_->discharge(charged);
-        *why = format("mapping %zu bytes of pinned staging memory failed: ", bytes) + cl_error_name(error);
+        destroy_shared_segment(&segment);
         return nullptr;
     }
-    mapped_.emplace(host, Mapping{std::move(buffer), charged});
+    mapped_[host].charged = charged;
     opencl_counters().pinned_alloc.fetch_add(1, std::memory_order_relaxed);
     return host;
+}
+
+void *OpenClPinnedAllocator::wrap(void *host_memory, std::size_t bytes, std::string *why) {
+    if (!ensure_map_queue(why)) return nullptr;
+    cl_int error = CL_SUCCESS;
+    cl_uint before = references_->current();
+    MemRef buffer =
+        MemRef::adopt(clCreateBuffer(context_, CL_MEM_USE_HOST_PTR | CL_MEM_READ_WRITE, bytes, host_memory, &error));
+    if (error != CL_SUCCESS || !buffer) {
+        *why = format("clCreateBuffer(CL_MEM_USE_HOST_PTR, %zu bytes) over a peer's staging segment failed: ", bytes) +
+               cl_error_name(error);
+        return nullptr;
+    }
+    cl_uint charged = references_->charge_since(before);
+    SharedSegment none;
+    none.base = host_memory;  // checked against the map; not ours to free
+    void *host = map(std::move(buffer), bytes, none, why);
+    if (!host) {
+        references_->discharge(charged);
+        return nullptr;
+    }
+    mapped_[host].charged = charged;
+    mapped_[host].segment = SharedSegment{};
+    return host;
+}
+
+bool OpenClPinnedAllocator::shared_identity(const void *allocation, SharedLocation *out) const {
+    auto found = mapped_.find(const_cast<void *>(allocation));
+    if (found == mapped_.end() || found->second.segment.fd < 0) return false;
+    const SharedSegment &seg = found->second.segment;
+    out->fd = seg.fd;
+    out->reserved = 0;
+    out->inode = seg.inode;
+    out->segment_bytes = seg.bytes;
+    out->offset = 0;
+    return true;
 }
 
 void OpenClPinnedAllocator::release(void *ptr) { unmap_and_release(ptr); }
@@ -224,12 +298,14 @@ void OpenClPinnedAllocator::unmap_and_release(void *ptr) {
     auto found = mapped_.find(ptr);
     if (found == mapped_.end()) return;
     // Teardown only (the pool keeps its memory until finalize), so waiting is fine: the
-    // unmap must be done before the buffer it maps goes.
+    // unmap must be done before the buffer it maps goes, and the buffer before its memory.
     if (clEnqueueUnmapMemObject(map_queue_.get(), found->second.buffer.get(), ptr, 0, nullptr, nullptr) == CL_SUCCESS)
         clFinish(map_queue_.get());
     cl_uint charged = found->second.charged;
+    SharedSegment segment = found->second.segment;
     mapped_.erase(found);
     references_->discharge(charged);
+    destroy_shared_segment(&segment);
 }
 
 // ------------------------------------------------------------------ ReceiveBounces
@@ -314,12 +390,21 @@ std::shared_ptr<CacheEntry> CacheEntry::create(cl_context context, cl_device_id 
         opencl_counters().queue_created.fetch_add(1, std::memory_order_relaxed);
     }
     entry->pinned_pool_ = std::make_unique<PinnedPool>(
-        std::make_unique<OpenClPinnedAllocator>(context, device, entry->pci_bus_id_, entry->references_.get()),
+        std::make_unique<OpenClPinnedAllocator>(context, device, entry->pci_bus_id_, entry->references_.get(),
+                                                settings.share_pool),
         std::max<std::size_t>(1, settings.slot_size), settings.pool_bytes);
     entry->receive_bounces_ = std::make_unique<ReceiveBounces>(
         std::make_unique<OpenClPinnedAllocator>(context, device, entry->pci_bus_id_, entry->references_.get()),
         settings.receive_bounce_bytes);
+    entry->peer_pins_ =
+        std::make_unique<OpenClPinnedAllocator>(context, device, entry->pci_bus_id_, entry->references_.get());
     return entry;
+}
+
+bool CacheEntry::pin_peer_segment(void *base, std::size_t bytes, std::string *why) {
+    std::lock_guard<std::mutex> lock(peer_pins_mutex_);
+    if (peer_pins_->wrapped(base)) return true;
+    return peer_pins_->wrap(base, bytes, why) != nullptr;
 }
 
 CacheEntry::~CacheEntry() {
@@ -330,6 +415,7 @@ CacheEntry::~CacheEntry() {
         if (queue) clFinish(queue.get());
     receive_bounces_.reset();
     pinned_pool_.reset();
+    peer_pins_.reset();
     programs_.clear();
 }
 

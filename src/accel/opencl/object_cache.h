@@ -128,34 +128,54 @@ struct EntrySettings {
     // ReceiveBounces budget: as much as the registered bounce buffers CUDA receives may
     // keep (a window of 32 receives of 4 MiB).
     std::size_t receive_bounce_bytes = 128u << 20;
+    // The pool's slots in memory peers on this node can map (shared_staging).
+    bool share_pool = true;
 };
 
-// Pinned staging memory for one (context, device): CL_MEM_ALLOC_HOST_PTR buffers mapped
-// once, persistently, so their host pointers are the fast path for clEnqueueRead/Write.
-// Calls are serialised by the owning PinnedPool.
+// Pinned staging memory for one (context, device): buffers mapped once, persistently, so
+// their host pointers are the fast path for clEnqueueRead/Write. A sharing allocator
+// makes each one a CL_MEM_USE_HOST_PTR buffer over a shared segment (shared_memory.h),
+// which NVIDIA's OpenCL, mapped so, reads and writes at the pinned rate (50-53 GB/s on
+// the H200 machine, against 7-9 unmapped: maint/diag/ocl-shm-dma.c); the others use
+// CL_MEM_ALLOC_HOST_PTR. wrap() does the same for memory it did not make (a peer's
+// segment that copies read from). Calls are serialised by the owner (PinnedPool, or the
+// cache entry's lock).
 class OpenClPinnedAllocator : public PinnedAllocator {
 public:
     // `context` and `references` belong to the cache entry, which outlives its pool.
     OpenClPinnedAllocator(cl_context context, cl_device_id device, std::string pci_bus_id,
-                          ContextReferences *references);
+                          ContextReferences *references, bool share = false);
     ~OpenClPinnedAllocator() override;
     void *allocate(std::size_t bytes, std::string *why) override;
     void release(void *ptr) override;
+    // A sharing allocator whose first allocation could not be shared makes the rest
+    // unshared (ALLOC_HOST_PTR); once one was shared, all of them are.
+    bool shares() const override { return share_ && !share_failed_; }
+    bool shared_identity(const void *allocation, SharedLocation *out) const override;
+    // Maps [host, host + bytes), memory of the caller's, through a USE_HOST_PTR buffer
+    // kept until release(host) or destruction. Returns host, or null with *why.
+    void *wrap(void *host, std::size_t bytes, std::string *why);
+    bool wrapped(const void *host) const { return mapped_.count(const_cast<void *>(host)) != 0; }
 
 private:
+    bool ensure_map_queue(std::string *why);
+    void *map(MemRef buffer, std::size_t bytes, SharedSegment segment, std::string *why);
     void unmap_and_release(void *ptr);  // also run by the destructor, where release() is not virtual
 
     cl_context context_;
     cl_device_id device_;
     std::string pci_bus_id_;
     ContextReferences *references_;
+    bool share_;
+    bool share_failed_ = false;
     // Maps and unmaps run on a queue of their own: a blocking map on a copy queue would
     // wait behind copies that wait on a user event, which may never be set while this
     // thread is inside MPI (deadlock). Made on the first allocation.
     QueueRef map_queue_;
     struct Mapping {
         MemRef buffer;
-        cl_uint charged;  // context references this buffer added (ContextReferences)
+        cl_uint charged;        // context references this buffer added (ContextReferences)
+        SharedSegment segment;  // a shared allocation's own segment (freed after the buffer)
     };
     std::map<void *, Mapping> mapped_;  // host pointer -> the buffer it maps
 };
@@ -191,7 +211,7 @@ private:
     const std::size_t budget_;
     std::size_t allocated_ = 0;
     bool failed_ = false;
-    std::vector<Buffer> free_;           // oldest first
+    std::vector<Buffer> free_;              // oldest first
     std::map<void *, std::size_t> in_use_;  // data -> capacity
 };
 
@@ -216,6 +236,10 @@ public:
     cl_command_queue next_copy_queue();
     PinnedPool &pinned_pool() { return *pinned_pool_; }
     ReceiveBounces &receive_bounces() { return *receive_bounces_; }
+    // Makes copies between this entry's buffers and host memory [base, base + bytes) (a
+    // peer's staging segment, mapped here) run at the pinned rate; kept for the entry's
+    // life. False with *why when OpenCL refuses.
+    bool pin_peer_segment(void *base, std::size_t bytes, std::string *why);
     // The program `name` built for this device from `source`, built on first use and
     // kept for the entry's life; valid while the caller holds the entry. Null with *why
     // (including the build log) when it does not build.
@@ -236,6 +260,8 @@ private:
     std::map<std::string, ProgramRef> programs_;
     std::unique_ptr<PinnedPool> pinned_pool_;
     std::unique_ptr<ReceiveBounces> receive_bounces_;
+    std::mutex peer_pins_mutex_;
+    std::unique_ptr<OpenClPinnedAllocator> peer_pins_;
 };
 
 // LRU cache of entries, keyed by (context, device). Capacity 0 turns it off: every

@@ -164,6 +164,7 @@ OpenClSettings OpenClSettings::from_knobs() {
     settings.slot_size = k.chunk_size;
     settings.pool_bytes = k.pool_size;
     settings.receive_bounce_bytes = k.opencl_receive_bounces;
+    settings.share_pool = k.shared_staging;
     return settings;
 }
 
@@ -267,6 +268,7 @@ void OpenClAccel::initialise() {
         entry_settings.slot_size = settings_.slot_size;
         entry_settings.pool_bytes = settings_.pool_bytes;
         entry_settings.receive_bounce_bytes = settings_.receive_bounce_bytes;
+        entry_settings.share_pool = settings_.share_pool;
         cache_ = std::make_unique<opencl::ObjectCache>(
             settings_.cache_entries > 0 ? static_cast<std::size_t>(settings_.cache_entries) : 0, entry_settings);
         initialised_.store(true, std::memory_order_release);

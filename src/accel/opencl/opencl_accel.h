@@ -22,11 +22,12 @@ namespace mpiacc {
 
 // What the component reads from the knobs; tests pass their own.
 struct OpenClSettings {
-    std::string platform;                // opencl_platform: substring of the platform name
-    long cache_entries = 4;              // opencl_cache_size; 0 (or less) = cache off
-    std::size_t slot_size = 256u << 10;  // chunk_size: one staging slot per pipeline chunk
-    std::size_t pool_bytes = 64u << 20;  // pool_size: pinned memory per (context, device)
+    std::string platform;                           // opencl_platform: substring of the platform name
+    long cache_entries = 4;                         // opencl_cache_size; 0 (or less) = cache off
+    std::size_t slot_size = 256u << 10;             // chunk_size: one staging slot per pipeline chunk
+    std::size_t pool_bytes = 64u << 20;             // pool_size: pinned memory per (context, device)
     std::size_t receive_bounce_bytes = 128u << 20;  // opencl_receive_bounces, per entry
+    bool share_pool = true;                         // shared_staging
     static OpenClSettings from_knobs();
 };
 
@@ -71,6 +72,10 @@ public:
     // against 7.35 on the H200 machine); at 64 KiB it is 3.5 GB/s against 6.5.
     static constexpr std::size_t kOfferBouncesFrom = 64u << 10;
     std::unique_ptr<Completion> dependency() override;
+    bool pin_host_region(void *base, std::size_t bytes, std::string *why) override {
+        return entry_->pin_peer_segment(base, bytes, why);
+    }
+    bool copies_from_peer_segments() const override { return true; }
     // Captured for a blocking call (BufferAttrs::within_call); the constructor that takes
     // the user's queue is only ever used for one.
     void mark_blocking_call() { blocking_call_ = true; }

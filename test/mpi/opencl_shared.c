@@ -1,0 +1,147 @@
+/* The SHARED mode between two ranks of one node (MPIACC_SHARED_STAGING): a cl_mem sent
+ * to a cl_mem goes chunk by chunk through the sender's shared staging slots, which the
+ * receiver copies out of itself; no chunk's bytes go through MPICH. Sizes around the
+ * chunk, a window in order, truncation, and host receivers (which keep the pipeline).
+ * Built a second time with SHARED_STAGING_OFF: the same traffic through the pipeline,
+ * and no rank maps another's memory.
+ * MPIACC-TEST-RANKS: 2 */
+#include "opencl_util.h"
+
+enum { CHUNK = 1 << 20 };
+
+static const char *cases[] = {
+    "opencl_to_opencl_sizes_around_the_chunk_arrive_intact_through_the_chosen_mode",
+    "a_window_of_eight_cl_mem_isends_arrives_in_order",
+    "a_truncated_shared_transfer_gives_the_receiver_mpi_err_truncate_and_the_sender_success",
+    "cl_mem_to_host_keeps_the_pipeline",
+};
+
+#ifdef SHARED_STAGING_OFF
+static const int shared_on = 0;
+#else
+static const int shared_on = 1;
+#endif
+
+static long long count(const char *name) { return mpiacc_counter_value(name); }
+
+int main(int argc, char **argv) {
+    setenv("MPIACC_CHUNK_SIZE", "1M", 1);
+    setenv("MPIACC_SHARED_STAGING", shared_on ? "1" : "0", 1);
+    MT_INIT(&argc, &argv);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    const int ncases = (int)(sizeof cases / sizeof cases[0]);
+    ocl_env e = ocl_setup_or_skip(cases, ncases);
+    int c = 0;
+    MPI_Datatype t = ocl_type(&e);
+    const size_t big = 64u << 20;
+    cl_mem m = ocl_alloc(&e, big);
+    unsigned char *h = p2p_alloc(big);
+
+    MT_CASE(cases[c++]) {
+        const size_t sizes[] = {CHUNK, CHUNK + 1, 3 * (size_t)CHUNK - 1, 5 * (size_t)CHUNK + 7, big};
+        const int n = (int)(sizeof sizes / sizeof sizes[0]);
+        const long long shared0 = count(mt_rank == 0 ? "protocol.send.shared" : "protocol.recv.shared");
+        const long long piped0 = count(mt_rank == 0 ? "protocol.send.pipeline" : "protocol.recv.pipeline");
+        for (int i = 0; i < n; ++i) {
+            const size_t len = sizes[i];
+            if (mt_rank == 0) {
+                mt_fill(h, len, 100 + i);
+                ocl_write(&e, m, 0, h, len);
+                MT_CHECK(MPI_Send(m, (int)len, t, 1, 10 + i, MPI_COMM_WORLD) == MPI_SUCCESS, "send of %zu bytes", len);
+            } else if (mt_rank == 1) {
+                ocl_fill(&e, m, len, 0);
+                MPI_Status st;
+                MT_CHECK(MPI_Recv(m, (int)len, t, 0, 10 + i, MPI_COMM_WORLD, &st) == MPI_SUCCESS,
+                         "receive of %zu bytes", len);
+                MT_CHECK(p2p_count(&st, MPI_BYTE) == (int)len, "%zu bytes: status says %d", len,
+                         p2p_count(&st, MPI_BYTE));
+                ocl_read(&e, m, 0, h, len);
+                P2P_CHECK_BYTES(h, len, 100 + i, "message");
+            }
+        }
+        if (mt_rank <= 1) {
+            /* The smallest is staged whole at the call (one below a chunk goes as the
+             * payload; a chunk itself by rendezvous): every size here is a rendezvous. */
+            const long long shared = count(mt_rank == 0 ? "protocol.send.shared" : "protocol.recv.shared") - shared0;
+            const long long piped = count(mt_rank == 0 ? "protocol.send.pipeline" : "protocol.recv.pipeline") - piped0;
+            MT_CHECK(shared == (shared_on ? n : 0) && piped == (shared_on ? 0 : n),
+                     "rank %d: %lld shared and %lld pipeline transfers of %d", mt_rank, shared, piped, n);
+            if (!shared_on)
+                MT_CHECK(count("pool.peer_segments") == 0, "a rank mapped a peer's segment with the knob off");
+        }
+    }
+
+    MT_CASE(cases[c++]) {
+        /* Same tag, one after another: each must land in its own receive, in order. */
+        enum { W = 8 };
+        const size_t len = 3 * (size_t)CHUNK + 5;
+        cl_mem w[W];
+        MPI_Request r[W];
+        for (int i = 0; i < W; ++i) w[i] = ocl_alloc(&e, len);
+        if (mt_rank == 0) {
+            for (int i = 0; i < W; ++i) {
+                mt_fill(h, len, 200 + i);
+                ocl_write(&e, w[i], 0, h, len);
+            }
+            for (int i = 0; i < W; ++i) MPI_Isend(w[i], (int)len, t, 1, 30, MPI_COMM_WORLD, &r[i]);
+            MT_CHECK(MPI_Waitall(W, r, MPI_STATUSES_IGNORE) == MPI_SUCCESS, "sender waitall");
+        } else if (mt_rank == 1) {
+            for (int i = 0; i < W; ++i) MPI_Irecv(w[i], (int)len, t, 0, 30, MPI_COMM_WORLD, &r[i]);
+            MT_CHECK(MPI_Waitall(W, r, MPI_STATUSES_IGNORE) == MPI_SUCCESS, "receiver waitall");
+            for (int i = 0; i < W; ++i) {
+                ocl_read(&e, w[i], 0, h, len);
+                P2P_CHECK_BYTES(h, len, 200 + i, "message of the window");
+            }
+        }
+        for (int i = 0; i < W; ++i) clReleaseMemObject(w[i]);
+    }
+
+    MT_CASE(cases[c++]) {
+        const size_t len = 4 * (size_t)CHUNK + 9, room = 2 * (size_t)CHUNK + 1;
+        if (mt_rank == 0) {
+            mt_fill(h, len, 300);
+            ocl_write(&e, m, 0, h, len);
+            int rc = MPI_Send(m, (int)len, t, 1, 40, MPI_COMM_WORLD);
+            MT_CHECK(rc == MPI_SUCCESS, "the sender of a truncated message got class %d", p2p_class(rc));
+        } else if (mt_rank == 1) {
+            MPI_Status st;
+            int rc = MPI_Recv(m, (int)room, t, 0, 40, MPI_COMM_WORLD, &st);
+            MT_CHECK(p2p_class(rc) == MPI_ERR_TRUNCATE, "class %d, expected MPI_ERR_TRUNCATE", p2p_class(rc));
+            ocl_read(&e, m, 0, h, room);
+            P2P_CHECK_BYTES(h, room, 300, "the part that fits");
+        }
+        /* And the next message is whole. */
+        if (mt_rank == 0) {
+            mt_fill(h, 2 * (size_t)CHUNK, 301);
+            ocl_write(&e, m, 0, h, 2 * (size_t)CHUNK);
+            MT_CHECK(MPI_Send(m, 2 * CHUNK, t, 1, 41, MPI_COMM_WORLD) == MPI_SUCCESS, "send after the truncation");
+        } else if (mt_rank == 1) {
+            MT_CHECK(MPI_Recv(m, 2 * CHUNK, t, 0, 41, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS,
+                     "receive after the truncation");
+            ocl_read(&e, m, 0, h, 2 * (size_t)CHUNK);
+            P2P_CHECK_BYTES(h, 2 * (size_t)CHUNK, 301, "message after the truncation");
+        }
+    }
+
+    MT_CASE(cases[c++]) {
+        const size_t len = 3 * (size_t)CHUNK + 3;
+        const long long piped0 = count("protocol.recv.pipeline");
+        if (mt_rank == 0) {
+            mt_fill(h, len, 400);
+            ocl_write(&e, m, 0, h, len);
+            MT_CHECK(MPI_Send(m, (int)len, t, 1, 50, MPI_COMM_WORLD) == MPI_SUCCESS, "send to a host receiver");
+        } else if (mt_rank == 1) {
+            memset(h, 0, len);
+            MT_CHECK(MPI_Recv(h, (int)len, MPI_BYTE, 0, 50, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS,
+                     "host receive");
+            P2P_CHECK_BYTES(h, len, 400, "message into host memory");
+            MT_CHECK(count("protocol.recv.pipeline") == piped0 + 1, "the host receive did not take the pipeline");
+        }
+    }
+
+    free(h);
+    clReleaseMemObject(m);
+    MPI_Type_free(&t);
+    ocl_teardown(&e);
+    return mt_finalize();
+}
