@@ -62,6 +62,25 @@ static void fail(const char *fmt, ...) {
         }                                                                                               \
     } while (0)
 
+/* MPI_ERR_IN_STATUS says only that some request failed; the message that names the call and
+ * the argument is in that request's status, so report the first failed one. */
+static void check_statuses(int rc, const char *file, int line, const char *call, int n, const MPI_Status *stats) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (rc == MPI_SUCCESS) return;
+    if (rc == MPI_ERR_IN_STATUS) {
+        for (int i = 0; i < n; i++) {
+            int e = stats[i].MPI_ERROR;
+            if (e == MPI_SUCCESS || e == MPI_ERR_PENDING) continue;
+            if (MPI_Error_string(e, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "?");
+            fail("%s:%d: %s failed: request %d of %d (%d): %s", file, line, call, i, n, e, msg);
+        }
+    }
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "?");
+    fail("%s:%d: %s failed (%d): %s", file, line, call, rc, msg);
+}
+#define MPI_CHECK_ALL(call, n, stats) check_statuses((call), __FILE__, __LINE__, #call, (int)(n), (stats))
+
 typedef struct {
     long iters, bw_iters, min_iters, window, bw_bytes, min_size, max_size, rounds;
     double min_time;

@@ -174,11 +174,11 @@ static void host_recv(Bench *b, Side s, size_t n) {
 }
 static void host_send_window(Bench *b, Side s, size_t n, int w) {
     for (int i = 0; i < w; i++) MPI_CHECK(PMPI_Isend(s.host, (int)n, MPI_BYTE, b->peer, TAG_DATA, MPI_COMM_WORLD, &b->reqs[i]));
-    MPI_CHECK(PMPI_Waitall(w, b->reqs, b->stats));
+    MPI_CHECK_ALL(PMPI_Waitall(w, b->reqs, b->stats), w, b->stats);
 }
 static void host_recv_window(Bench *b, Side s, size_t n, int w) {
     for (int i = 0; i < w; i++) MPI_CHECK(PMPI_Irecv(s.host, (int)n, MPI_BYTE, b->peer, TAG_DATA, MPI_COMM_WORLD, &b->reqs[i]));
-    MPI_CHECK(PMPI_Waitall(w, b->reqs, b->stats));
+    MPI_CHECK_ALL(PMPI_Waitall(w, b->reqs, b->stats), w, b->stats);
 }
 
 /* ------------------------------------------------------------------ manual blocking staging */
@@ -220,7 +220,7 @@ static void pipeline_send(Bench *b, Side s, size_t n) {
         for (long k = 0; k < nc; k++)
             MPI_CHECK(PMPI_Isend(s.host + (size_t)k * (size_t)b->chunk, (int)chunk_len(b, n, k), MPI_BYTE, b->peer,
                                  TAG_CHUNK, MPI_COMM_WORLD, &b->reqs[k]));
-        MPI_CHECK(PMPI_Waitall((int)nc, b->reqs, b->stats));
+        MPI_CHECK_ALL(PMPI_Waitall((int)nc, b->reqs, b->stats), (int)nc, b->stats);
         return;
     }
     MPI_Request req[PIPE_DEPTH];
@@ -240,7 +240,7 @@ static void pipeline_send(Bench *b, Side s, size_t n) {
         MPI_CHECK(PMPI_Isend(b->slot[slot], (int)chunk_len(b, n, k), MPI_BYTE, b->peer, TAG_CHUNK, MPI_COMM_WORLD,
                              &req[slot]));
     }
-    MPI_CHECK(PMPI_Waitall(PIPE_DEPTH, req, b->stats));
+    MPI_CHECK_ALL(PMPI_Waitall(PIPE_DEPTH, req, b->stats), PIPE_DEPTH, b->stats);
 }
 
 static void pipeline_recv(Bench *b, Side s, size_t n) {
@@ -249,7 +249,7 @@ static void pipeline_recv(Bench *b, Side s, size_t n) {
         for (long k = 0; k < nc; k++)
             MPI_CHECK(PMPI_Irecv(s.host + (size_t)k * (size_t)b->chunk, (int)chunk_len(b, n, k), MPI_BYTE, b->peer,
                                  TAG_CHUNK, MPI_COMM_WORLD, &b->reqs[k]));
-        MPI_CHECK(PMPI_Waitall((int)nc, b->reqs, b->stats));
+        MPI_CHECK_ALL(PMPI_Waitall((int)nc, b->reqs, b->stats), (int)nc, b->stats);
         return;
     }
     MPI_Request req[PIPE_DEPTH];
@@ -303,12 +303,12 @@ static void acc_recv(Bench *b, Side s, size_t n) {
 static void acc_send_window(Bench *b, Side s, size_t n, int w) {
     for (int i = 0; i < w; i++)
         MPI_CHECK(MPI_Isend(acc_buf(s), (int)n, acc_type(b, s), b->peer, TAG_DATA, MPI_COMM_WORLD, &b->reqs[i]));
-    MPI_CHECK(MPI_Waitall(w, b->reqs, b->stats));
+    MPI_CHECK_ALL(MPI_Waitall(w, b->reqs, b->stats), w, b->stats);
 }
 static void acc_recv_window(Bench *b, Side s, size_t n, int w) {
     for (int i = 0; i < w; i++)
         MPI_CHECK(MPI_Irecv(acc_buf(s), (int)n, acc_type(b, s), b->peer, TAG_DATA, MPI_COMM_WORLD, &b->reqs[i]));
-    MPI_CHECK(MPI_Waitall(w, b->reqs, b->stats));
+    MPI_CHECK_ALL(MPI_Waitall(w, b->reqs, b->stats), w, b->stats);
 }
 
 static const Config configs[] = {
