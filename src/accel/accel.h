@@ -107,10 +107,10 @@ public:
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }
     // Makes copies between this buffer and host memory [base, base + bytes), a peer's
-    // shared staging segment mapped here, run by DMA (pool/shared_memory.h); kept until
-    // the kind lets go of this buffer's device (finalize at the latest). Kinds that
-    // cannot refuse, and the receiver then takes the ordinary pipeline.
-    virtual bool pin_host_region(void * /*base*/, std::size_t /*bytes*/, std::string *why) {
+    // shared staging segment mapped here as `mapping` (pool/shared_memory.h), run by DMA;
+    // kept until that mapping is unmapped (its unmap hook) or the kind lets go of this
+    // buffer's device (finalize at the latest). Kinds that cannot refuse.
+    virtual bool pin_host_region(void * /*base*/, std::size_t /*bytes*/, std::uint64_t /*mapping*/, std::string *why) {
         *why = "this buffer kind does not copy from peers' staging segments";
         return false;
     }

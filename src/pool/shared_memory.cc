@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include "core/counters.h"
@@ -55,29 +57,95 @@ namespace {
 struct PeerSegment {
     void *base;
     std::size_t bytes;
+    std::uint64_t mapping;   // unique over the process's life
+    unsigned users = 0;      // copies reading it now
+    std::uint64_t last_use;  // of the mapping clock; the least recent goes first
 };
 using PeerKey = std::tuple<int, int, int, std::uint64_t>;  // owner rank, pid, fd, inode
 
-std::map<PeerKey, PeerSegment> &peer_segments() {
-    static std::map<PeerKey, PeerSegment> segments;
+struct PeerSegments {
+    std::map<PeerKey, PeerSegment> by_key;
+    std::unordered_map<void *, PeerKey> by_base;
+    std::size_t bytes = 0;
+    std::uint64_t clock = 0;
+    std::size_t max_segments = kMaxPeerSegments;
+    std::size_t bytes_kept = kPeerSegmentBytesKept;
+};
+
+PeerSegments &peers() {
+    static PeerSegments segments;
     return segments;
+}
+
+struct UnmapHooks {
+    std::mutex mutex;
+    std::map<int, std::function<void(void *)>> hooks;
+    int next = 1;
+};
+
+// Never destroyed: accelerators that live in function-local statics remove their hook
+// from their destructors, which may run after this file's statics are gone.
+UnmapHooks &unmap_hooks() {
+    static UnmapHooks *hooks = new UnmapHooks;
+    return *hooks;
+}
+
+void unmap_peer(PeerSegments &p, std::map<PeerKey, PeerSegment>::iterator it) {
+    {
+        UnmapHooks &h = unmap_hooks();
+        std::lock_guard<std::mutex> lock(h.mutex);
+        for (auto &hook : h.hooks) hook.second(it->second.base);
+    }
+    munmap(it->second.base, it->second.bytes);
+    p.bytes -= it->second.bytes;
+    p.by_base.erase(it->second.base);
+    p.by_key.erase(it);
+    MPIACC_COUNT("pool.peer_segments_unmapped");
+}
+
+// Makes room for a mapping of `bytes` of the segment `key` names. False when every
+// mapping is in use and the count bound is reached.
+bool make_room(PeerSegments &p, const PeerKey &key, std::size_t bytes) {
+    // The owner's descriptor number now names another file: the segment it named was
+    // closed, and no notice will name it again.
+    for (auto it = p.by_key.begin(); it != p.by_key.end();) {
+        const PeerKey &k = it->first;
+        bool closed = std::get<0>(k) == std::get<0>(key) && std::get<1>(k) == std::get<1>(key) &&
+                      std::get<2>(k) == std::get<2>(key) && std::get<3>(k) != std::get<3>(key);
+        if (closed && it->second.users == 0)
+            unmap_peer(p, it++);
+        else
+            ++it;
+    }
+    while (p.by_key.size() >= p.max_segments || (!p.by_key.empty() && p.bytes + bytes > p.bytes_kept)) {
+        auto oldest = p.by_key.end();
+        for (auto it = p.by_key.begin(); it != p.by_key.end(); ++it)
+            if (it->second.users == 0 && (oldest == p.by_key.end() || it->second.last_use < oldest->second.last_use))
+                oldest = it;
+        if (oldest == p.by_key.end()) return p.by_key.size() < p.max_segments;
+        unmap_peer(p, oldest);
+    }
+    return true;
 }
 
 }  // namespace
 
-void *map_peer_segment(int owner_rank, int pid, const SharedLocation &loc, std::string *why) {
-    auto &segments = peer_segments();
+void *map_peer_segment(int owner_rank, int pid, const SharedLocation &loc, std::uint64_t *mapping, std::string *why) {
+    PeerSegments &p = peers();
     const PeerKey key{owner_rank, pid, loc.fd, loc.inode};
-    auto found = segments.find(key);
-    if (found != segments.end()) {
+    auto found = p.by_key.find(key);
+    if (found != p.by_key.end()) {
         if (found->second.bytes != loc.segment_bytes) {
             *why = "a peer's staging segment changed size";
             return nullptr;
         }
+        ++found->second.users;
+        found->second.last_use = ++p.clock;
+        if (mapping) *mapping = found->second.mapping;
         return found->second.base;
     }
-    if (segments.size() >= kMaxPeerSegments) {
-        *why = format("already %zu peers' staging segments mapped (the bound)", segments.size());
+    if (!make_room(p, key, static_cast<std::size_t>(loc.segment_bytes))) {
+        *why = format("already %zu peers' staging segments mapped, all in use (the bound)", p.by_key.size());
         return nullptr;
     }
     // The owner's descriptor, through /proc: the same check as reading its memory (same
@@ -103,9 +171,41 @@ void *map_peer_segment(int owner_rank, int pid, const SharedLocation &loc, std::
         *why = format("mapping rank %d's staging segment failed: %s", owner_rank, std::strerror(errno));
         return nullptr;
     }
-    segments.emplace(key, PeerSegment{base, static_cast<std::size_t>(loc.segment_bytes)});
+    static std::uint64_t mappings = 0;
+    PeerSegment segment{base, static_cast<std::size_t>(loc.segment_bytes), ++mappings, 1, ++p.clock};
+    p.by_key.emplace(key, segment);
+    p.by_base.emplace(base, key);
+    p.bytes += segment.bytes;
     MPIACC_COUNT("pool.peer_segments");
+    if (mapping) *mapping = segment.mapping;
     return base;
+}
+
+void release_peer_segment(void *base) {
+    PeerSegments &p = peers();
+    auto key = p.by_base.find(base);
+    if (key == p.by_base.end()) return;
+    PeerSegment &segment = p.by_key.at(key->second);
+    if (segment.users > 0) --segment.users;
+}
+
+int add_peer_segment_unmap_hook(std::function<void(void *base)> hook) {
+    UnmapHooks &h = unmap_hooks();
+    std::lock_guard<std::mutex> lock(h.mutex);
+    h.hooks.emplace(h.next, std::move(hook));
+    return h.next++;
+}
+
+void remove_peer_segment_unmap_hook(int handle) {
+    UnmapHooks &h = unmap_hooks();
+    std::lock_guard<std::mutex> lock(h.mutex);
+    h.hooks.erase(handle);
+}
+
+void set_peer_segment_limits(std::size_t max_segments, std::size_t bytes_kept) {
+    PeerSegments &p = peers();
+    p.max_segments = max_segments ? max_segments : kMaxPeerSegments;
+    p.bytes_kept = bytes_kept ? bytes_kept : kPeerSegmentBytesKept;
 }
 
 bool peer_segments_reachable(int owner_rank, int pid) {
@@ -121,10 +221,13 @@ bool peer_segments_reachable(int owner_rank, int pid) {
 }
 
 void unmap_peer_segments() {
-    for (auto &kv : peer_segments()) munmap(kv.second.base, kv.second.bytes);
-    peer_segments().clear();
+    PeerSegments &p = peers();
+    for (auto &kv : p.by_key) munmap(kv.second.base, kv.second.bytes);
+    p.by_key.clear();
+    p.by_base.clear();
+    p.bytes = 0;
 }
 
-std::size_t peer_segments_mapped() { return peer_segments().size(); }
+std::size_t peer_segments_mapped() { return peers().by_key.size(); }
 
 }  // namespace mpiacc

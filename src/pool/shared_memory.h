@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace mpiacc {
@@ -36,12 +37,31 @@ struct SharedLocation {
 static_assert(sizeof(SharedLocation) == 32, "SharedLocation is part of the wire format");
 
 // Maps the segment `loc` names, owned by process `pid` of this node (world rank
-// `owner_rank`), into this process, or finds it mapped already; returns its base. Null
-// with *why when it cannot be opened (another PID namespace, no permission) or is not the
-// segment named (inode). Mappings are kept until unmap_peer_segments, at most
-// kMaxPeerSegments of them. Callers hold the StateLock.
-void *map_peer_segment(int owner_rank, int pid, const SharedLocation &loc, std::string *why);
+// `owner_rank`), into this process, or finds it mapped already, and counts one use of it
+// (a copy that reads it) until release_peer_segment(base). Returns its base, and in
+// *mapping an id no other mapping of this process's life has: a device registration of
+// an earlier mapping that happened to get the same address is told apart by it. Null
+// with *why when it cannot be opened (another PID namespace, no permission) or is not
+// the segment named (inode). Callers hold the StateLock.
+//
+// Mappings no copy uses are kept for the next chunk, but not forever: an owner that
+// destroys a segment (its cache entry was evicted, or the cache is off) cannot say so,
+// and each mapping keeps its pages alive. One is unmapped when its owner's descriptor
+// turns out to name another file now (the segment was closed and the number reused),
+// and least recently used ones go when more than kPeerSegmentBytesKept bytes or
+// kMaxPeerSegments mappings would be held. Only the count bound refuses, when every
+// mapping is in use.
+void *map_peer_segment(int owner_rank, int pid, const SharedLocation &loc, std::uint64_t *mapping, std::string *why);
+void release_peer_segment(void *base);
 constexpr std::size_t kMaxPeerSegments = 1024;
+constexpr std::size_t kPeerSegmentBytesKept = std::size_t{1} << 30;
+// Runs, with the base, just before a mapping is unmapped to make room, so that a device
+// registration of it (an OpenCL buffer over it) goes first. Returns a handle for
+// remove_peer_segment_unmap_hook.
+int add_peer_segment_unmap_hook(std::function<void(void *base)> hook);
+void remove_peer_segment_unmap_hook(int handle);
+// Tests: other bounds than the two above (0 restores them).
+void set_peer_segment_limits(std::size_t max_segments, std::size_t bytes_kept);
 // Whether this process may open process `pid`'s descriptors (the same test the kernel
 // makes for each segment): asked once per (rank, pid).
 bool peer_segments_reachable(int owner_rank, int pid);

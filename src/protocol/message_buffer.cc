@@ -320,6 +320,8 @@ bool retire_stopped_chunks(std::vector<ChunkState> *chunks) {
             continue;
         }
         it->copy.reset();
+        if (it->peer_segment) release_peer_segment(it->peer_segment);
+        it->peer_segment = nullptr;
         if (it->request != MPI_REQUEST_NULL && !netmod().test(&it->request)) {
             ++it;
             continue;

@@ -518,17 +518,22 @@ void RecvOp::start_shared_copy(ChunkState &c) {
         drain(MPI_ERR_INTERN, format("protocol error: bad notice for chunk %zu of a shared transfer", c.index));
         return;
     }
-    char *base = static_cast<char *>(map_peer_segment(peer_, shared_pid_, n.where, &why));
+    std::uint64_t mapping = 0;
+    char *base = static_cast<char *>(map_peer_segment(peer_, shared_pid_, n.where, &mapping, &why));
     int rc = MPI_SUCCESS;
     if (!base) {
         rc = MPI_ERR_OTHER;
-    } else if (!dest_.device->pin_host_region(base, n.where.segment_bytes, &why)) {
+    } else if (!dest_.device->pin_host_region(base, n.where.segment_bytes, mapping, &why)) {
         rc = MPI_ERR_NO_MEM;
     } else if (chunk_copy_fault(&why)) {
         rc = MPI_ERR_OTHER;
     } else {
         rc = dest_.device->copy_from_host(c.offset, base + n.where.offset, c.len, &c.copy, &why);
     }
+    if (c.copy)
+        c.peer_segment = base;
+    else if (base)
+        release_peer_segment(base);
     if (rc != MPI_SUCCESS) drain(rc, "copying a chunk out of the sender's shared slot failed: " + why);
 }
 
@@ -633,6 +638,8 @@ void RecvOp::pipeline_step() {
                 drain(c.copy->error(), "copying a chunk out of the sender's shared slot failed");
             trace_chunk(ChunkEvent::RECV_COPY_DONE, envelope_.transfer_id, c.index);
             c.copy.reset();
+            release_peer_segment(c.peer_segment);
+            c.peer_segment = nullptr;
             if (!acknowledge_chunk(c)) return;
         }
         if (shared && c.stage == ChunkState::Stage::ACKING) done = netmod().test(&c.request);

@@ -122,6 +122,9 @@ struct ChunkState {
     std::unique_ptr<Completion> copy;
     MPI_Request request = MPI_REQUEST_NULL;
     std::unique_ptr<SharedChunkMessages> shared;
+    // Receiver, SHARED: the sender's segment this chunk's copy reads, mapped here; its
+    // use (map_peer_segment) is released once the copy is over.
+    void *peer_segment = nullptr;
     // Receiver, SHARED: NETWORK is the notice's receive, LANDING the copy out of the
     // sender's slot, ACKING the CHUNK_DONE's send.
     enum class Stage { COPYING, NETWORK, LANDING, ACKING } stage = Stage::COPYING;

@@ -3,7 +3,9 @@
  * receiver copies out of itself; no chunk's bytes go through MPICH. Sizes around the
  * chunk, a window in order, truncation, and host receivers (which keep the pipeline).
  * Built a second time with SHARED_STAGING_OFF: the same traffic through the pipeline,
- * and no rank maps another's memory.
+ * and no rank maps another's memory. Built a third time with CACHE_OFF: every transfer
+ * makes its own pools (MPIACC_OPENCL_CACHE_SIZE=0), so the receiver sees a new segment
+ * each time and must let the dead ones go.
  * MPIACC-TEST-RANKS: 2 */
 #include "opencl_util.h"
 
@@ -14,6 +16,7 @@ static const char *cases[] = {
     "a_window_of_eight_cl_mem_isends_arrives_in_order",
     "a_truncated_shared_transfer_gives_the_receiver_mpi_err_truncate_and_the_sender_success",
     "cl_mem_to_host_keeps_the_pipeline",
+    "more_transfers_than_the_mapping_bound_each_from_its_own_pool_arrive_intact",
 };
 
 #ifdef SHARED_STAGING_OFF
@@ -22,11 +25,18 @@ static const int shared_on = 0;
 static const int shared_on = 1;
 #endif
 
+#ifdef CACHE_OFF
+static const char *cache_size = "0";
+#else
+static const char *cache_size = "4";
+#endif
+
 static long long count(const char *name) { return mpiacc_counter_value(name); }
 
 int main(int argc, char **argv) {
     setenv("MPIACC_CHUNK_SIZE", "1M", 1);
     setenv("MPIACC_SHARED_STAGING", shared_on ? "1" : "0", 1);
+    setenv("MPIACC_OPENCL_CACHE_SIZE", cache_size, 1);
     MT_INIT(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
@@ -137,6 +147,35 @@ int main(int argc, char **argv) {
             P2P_CHECK_BYTES(h, len, 400, "message into host memory");
             MT_CHECK(count("protocol.recv.pipeline") == piped0 + 1, "the host receive did not take the pipeline");
         }
+    }
+
+    MT_CASE(cases[c++]) {
+        /* 1100 > kMaxPeerSegments (1024). With the cache off each transfer's pool, and so
+         * its segment, is new and dies after it; a receiver that kept every mapping ran
+         * out at the bound (and held each dead segment's pages). */
+        enum { N = 1100 };
+        const size_t len = (size_t)CHUNK + 1;
+        const long long mapped0 = count("pool.peer_segments") - count("pool.peer_segments_unmapped");
+        int failed = 0;
+        for (int i = 0; i < N && !failed; ++i) {
+            const int seed = 500 + i % 64;
+            if (mt_rank == 0) {
+                mt_fill(h, len, seed);
+                ocl_write(&e, m, 0, h, len);
+                failed = MPI_Send(m, (int)len, t, 1, 60, MPI_COMM_WORLD) != MPI_SUCCESS;
+                MT_CHECK(!failed, "send %d of %d", i, N);
+            } else if (mt_rank == 1) {
+                failed = MPI_Recv(m, (int)len, t, 0, 60, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS;
+                MT_CHECK(!failed, "receive %d of %d", i, N);
+                if (!failed && (i % 64 == 0 || i == N - 1)) {
+                    ocl_read(&e, m, 0, h, len);
+                    P2P_CHECK_BYTES(h, len, seed, "message");
+                }
+            }
+        }
+        /* The byte bound alone (1 GiB of 4 MiB segments) keeps at most 256 unused ones. */
+        const long long mapped = count("pool.peer_segments") - count("pool.peer_segments_unmapped") - mapped0;
+        MT_CHECK(mapped <= 256, "rank %d holds %lld more peer segments than before", mt_rank, mapped);
     }
 
     free(h);

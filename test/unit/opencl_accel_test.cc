@@ -27,6 +27,7 @@
 #include "accel/opencl/opencl_accel.h"
 #include "core/counters.h"
 #include "pool/pinned_pool.h"
+#include "pool/shared_memory.h"
 
 namespace mpiacc {
 namespace {
@@ -904,6 +905,70 @@ TEST_F(OpenClAccelTest, cache_off_creates_fresh_objects_each_time) {
     EXPECT_TRUE(reference_count_becomes(user_.context.get(), baseline)) << context_reference_count(user_.context.get());
 }
 
+// SHARED mode's receive side: a peer's segment, mapped here, pinned for the device's
+// copies. When the mapping goes (make_room), a cached entry lets go of its pin at once
+// (the unmap hook); an entry outside the cache (cache off) finds its pin stale by the
+// mapping id on next use and pins afresh. Either way the copy reads the new bytes: on
+// NVIDIA a stale USE_HOST_PTR buffer would still point the DMA at the old pages.
+TEST_F(OpenClAccelTest, a_pinned_peer_segment_is_let_go_when_unmapped_and_its_address_pinned_afresh) {
+    constexpr std::size_t kBytes = 256 << 10;
+    for (long cache_entries : {4L, 0L}) {
+        SCOPED_TRACE(cache_entries ? "cache on" : "cache off");
+        auto accel = make_accel(cache_entries);
+        MemRef mem = zeroed_buffer(kBytes);
+        auto buffer = capture_ok(*accel, mem.get(), kBytes, queue_attrs(user_.queue.get()));
+        ASSERT_TRUE(buffer);
+        ASSERT_TRUE(buffer->copies_from_peer_segments());
+        const cl_uint unpinned = context_reference_count(user_.context.get());
+        const long long pins = counter_value("opencl.peer_pin");
+        cl_uint pinned_once = 0;
+        mpiacc::set_peer_segment_limits(1, 0);  // a second mapping unmaps the first
+        std::string why;
+        for (unsigned char fill : {0x11, 0x22}) {
+            SharedSegment owned;
+            ASSERT_EQ(create_shared_segment(kBytes, &owned, &why), MPI_SUCCESS) << why;
+            std::memset(owned.base, fill, kBytes);
+            SharedLocation loc{};
+            loc.fd = owned.fd;
+            loc.inode = owned.inode;
+            loc.segment_bytes = owned.bytes;
+            std::uint64_t mapping = 0;
+            void *base = map_peer_segment(3, getpid(), loc, &mapping, &why);
+            ASSERT_NE(base, nullptr) << why;
+            ASSERT_TRUE(buffer->pin_host_region(base, kBytes, mapping, &why)) << why;
+            std::unique_ptr<Completion> done;
+            ASSERT_EQ(buffer->copy_from_host(0, base, kBytes, &done, &why), MPI_SUCCESS) << why;
+            ASSERT_TRUE(wait_for(*done));
+            release_peer_segment(base);
+            EXPECT_EQ(read_blocking(mem.get(), 0, kBytes), std::vector<unsigned char>(kBytes, fill));
+            destroy_shared_segment(&owned);
+            // One pin at a time: the first mapping's went with it (hook) or was replaced
+            // (mapping id); its buffer's context reference is gone.
+            if (!pinned_once) pinned_once = context_reference_count(user_.context.get());
+            EXPECT_EQ(context_reference_count(user_.context.get()), pinned_once);
+        }
+        EXPECT_GT(pinned_once, unpinned);
+        EXPECT_EQ(counter_value("opencl.peer_pin") - pins, 2);  // the second mapping was pinned, not taken as pinned
+        // A third mapping, never pinned, unmaps the second: a cached entry lets go of its
+        // pin then and there (an entry outside the cache keeps it until it dies).
+        SharedSegment third;
+        ASSERT_EQ(create_shared_segment(kBytes, &third, &why), MPI_SUCCESS) << why;
+        SharedLocation loc{};
+        loc.fd = third.fd;
+        loc.inode = third.inode;
+        loc.segment_bytes = third.bytes;
+        void *base = map_peer_segment(3, getpid(), loc, nullptr, &why);
+        ASSERT_NE(base, nullptr) << why;
+        release_peer_segment(base);
+        if (cache_entries) {
+            EXPECT_LT(context_reference_count(user_.context.get()), pinned_once);  // the pin's buffer is gone
+        }
+        destroy_shared_segment(&third);
+        unmap_peer_segments();
+        set_peer_segment_limits(0, 0);
+    }
+}
+
 TEST_F(OpenClAccelTest, shutdown_releases_every_reference_on_user_context) {
     cl_uint baseline = context_reference_count(user_.context.get());
     auto accel = make_accel(4);
@@ -955,8 +1020,9 @@ TEST_F(OpenClAccelTest, concurrent_captures_share_one_entry_per_context) {
 TEST_F(OpenClAccelTest, counters_list_every_opencl_counter) {
     auto accel = make_accel(4);
     std::string text = accel->counters();
-    for (const char *name : {"opencl.cache.hit=", "opencl.cache.miss=", "opencl.cache.evicted=",
-                             "opencl.queue.created=", "opencl.pinned.alloc=", "opencl.program.built="})
+    for (const char *name :
+         {"opencl.cache.hit=", "opencl.cache.miss=", "opencl.cache.evicted=", "opencl.queue.created=",
+          "opencl.pinned.alloc=", "opencl.program.built=", "opencl.peer_pin="})
         EXPECT_NE(text.find(name), std::string::npos) << name << " missing from:\n" << text;
 }
 

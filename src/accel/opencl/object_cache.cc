@@ -105,6 +105,7 @@ const OpenClCounters &opencl_counters() {
     static const OpenClCounters counters{
         counter("opencl.cache.hit"),     counter("opencl.cache.miss"),   counter("opencl.cache.evicted"),
         counter("opencl.queue.created"), counter("opencl.pinned.alloc"), counter("opencl.program.built"),
+        counter("opencl.peer_pin"),
     };
     return counters;
 }
@@ -113,8 +114,9 @@ std::string opencl_counters_text() {
     const OpenClCounters &c = opencl_counters();
     const std::pair<const char *, const std::atomic<std::int64_t> *> rows[] = {
         {"opencl.cache.evicted", &c.cache_evicted}, {"opencl.cache.hit", &c.cache_hit},
-        {"opencl.cache.miss", &c.cache_miss},       {"opencl.pinned.alloc", &c.pinned_alloc},
-        {"opencl.program.built", &c.program_built}, {"opencl.queue.created", &c.queue_created},
+        {"opencl.cache.miss", &c.cache_miss},       {"opencl.peer_pin", &c.peer_pin},
+        {"opencl.pinned.alloc", &c.pinned_alloc},   {"opencl.program.built", &c.program_built},
+        {"opencl.queue.created", &c.queue_created},
     };
     std::string text;
     for (const auto &row : rows)
@@ -401,10 +403,24 @@ std::shared_ptr<CacheEntry> CacheEntry::create(cl_context context, cl_device_id 
     return entry;
 }
 
-bool CacheEntry::pin_peer_segment(void *base, std::size_t bytes, std::string *why) {
+bool CacheEntry::pin_peer_segment(void *base, std::size_t bytes, std::uint64_t mapping, std::string *why) {
     std::lock_guard<std::mutex> lock(peer_pins_mutex_);
-    if (peer_pins_->wrapped(base)) return true;
-    return peer_pins_->wrap(base, bytes, why) != nullptr;
+    auto pinned = peer_pin_mappings_.find(base);
+    if (pinned != peer_pin_mappings_.end()) {
+        if (pinned->second == mapping) return true;
+        // An earlier mapping had this address; its pin describes pages that are gone.
+        peer_pins_->release(base);
+        peer_pin_mappings_.erase(pinned);
+    }
+    if (!peer_pins_->wrap(base, bytes, why)) return false;
+    peer_pin_mappings_[base] = mapping;
+    opencl_counters().peer_pin.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+void CacheEntry::unpin_peer_segment(void *base) {
+    std::lock_guard<std::mutex> lock(peer_pins_mutex_);
+    if (peer_pin_mappings_.erase(base) != 0) peer_pins_->release(base);
 }
 
 CacheEntry::~CacheEntry() {
@@ -521,6 +537,11 @@ void ObjectCache::clear() {
     std::list<std::shared_ptr<CacheEntry>> dropped;
     std::lock_guard<std::mutex> lock(mutex_);
     dropped.swap(entries_);
+}
+
+void ObjectCache::unpin_peer_segment(void *base) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto &entry : entries_) entry->unpin_peer_segment(base);
 }
 
 std::size_t ObjectCache::size() const {

@@ -79,6 +79,7 @@ struct OpenClCounters {
     std::atomic<std::int64_t> &queue_created;
     std::atomic<std::int64_t> &pinned_alloc;
     std::atomic<std::int64_t> &program_built;
+    std::atomic<std::int64_t> &peer_pin;  // pins of peers' staging segments made (SHARED mode)
 };
 const OpenClCounters &opencl_counters();
 // The counters above as "name=value" lines, sorted by name.
@@ -237,9 +238,11 @@ public:
     PinnedPool &pinned_pool() { return *pinned_pool_; }
     ReceiveBounces &receive_bounces() { return *receive_bounces_; }
     // Makes copies between this entry's buffers and host memory [base, base + bytes) (a
-    // peer's staging segment, mapped here) run at the pinned rate; kept for the entry's
-    // life. False with *why when OpenCL refuses.
-    bool pin_peer_segment(void *base, std::size_t bytes, std::string *why);
+    // peer's staging segment, mapped here as `mapping`) run at the pinned rate; kept
+    // until unpin_peer_segment(base) or the entry's end. A pin of an earlier mapping at
+    // the same address is replaced. False with *why when OpenCL refuses.
+    bool pin_peer_segment(void *base, std::size_t bytes, std::uint64_t mapping, std::string *why);
+    void unpin_peer_segment(void *base);
     // The program `name` built for this device from `source`, built on first use and
     // kept for the entry's life; valid while the caller holds the entry. Null with *why
     // (including the build log) when it does not build.
@@ -262,6 +265,7 @@ private:
     std::unique_ptr<ReceiveBounces> receive_bounces_;
     std::mutex peer_pins_mutex_;
     std::unique_ptr<OpenClPinnedAllocator> peer_pins_;
+    std::map<void *, std::uint64_t> peer_pin_mappings_;  // base -> the mapping pinned there
 };
 
 // LRU cache of entries, keyed by (context, device). Capacity 0 turns it off: every
@@ -282,6 +286,9 @@ public:
     std::size_t sweep();
     // Drops every entry (MPI_Finalize). Entries still held by buffers die with them.
     void clear();
+    // A peer's segment at `base` is about to be unmapped: the cached entries let go of
+    // their pins of it (entries only buffers still hold replace theirs on next use).
+    void unpin_peer_segment(void *base);
     std::size_t size() const;
     std::size_t capacity() const { return capacity_; }
 

@@ -16,6 +16,7 @@
 
 #include "core/context.h"
 #include "core/error.h"
+#include "pool/shared_memory.h"
 
 namespace mpiacc {
 
@@ -258,7 +259,10 @@ OpenClAccel::OpenClAccel() : settings_from_knobs_(true) {}
 
 OpenClAccel::OpenClAccel(OpenClSettings settings) : settings_from_knobs_(false), settings_(std::move(settings)) {}
 
-OpenClAccel::~OpenClAccel() { shutdown(); }
+OpenClAccel::~OpenClAccel() {
+    shutdown();
+    if (unmap_hook_) remove_peer_segment_unmap_hook(unmap_hook_);
+}
 
 void OpenClAccel::initialise() {
     std::call_once(initialise_once_, [this] {
@@ -271,6 +275,8 @@ void OpenClAccel::initialise() {
         entry_settings.share_pool = settings_.share_pool;
         cache_ = std::make_unique<opencl::ObjectCache>(
             settings_.cache_entries > 0 ? static_cast<std::size_t>(settings_.cache_entries) : 0, entry_settings);
+        opencl::ObjectCache *cache = cache_.get();
+        unmap_hook_ = add_peer_segment_unmap_hook([cache](void *base) { cache->unpin_peer_segment(base); });
         initialised_.store(true, std::memory_order_release);
     });
 }

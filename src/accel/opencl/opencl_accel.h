@@ -72,8 +72,8 @@ public:
     // against 7.35 on the H200 machine); at 64 KiB it is 3.5 GB/s against 6.5.
     static constexpr std::size_t kOfferBouncesFrom = 64u << 10;
     std::unique_ptr<Completion> dependency() override;
-    bool pin_host_region(void *base, std::size_t bytes, std::string *why) override {
-        return entry_->pin_peer_segment(base, bytes, why);
+    bool pin_host_region(void *base, std::size_t bytes, std::uint64_t mapping, std::string *why) override {
+        return entry_->pin_peer_segment(base, bytes, mapping, why);
     }
     bool copies_from_peer_segments() const override { return true; }
     // Captured for a blocking call (BufferAttrs::within_call); the constructor that takes
@@ -172,6 +172,7 @@ private:
     mutable std::mutex known_queues_mutex_;
     mutable std::unordered_map<const void *, const void *> known_queues_;
     std::unique_ptr<opencl::ObjectCache> cache_;
+    int unmap_hook_ = 0;  // add_peer_segment_unmap_hook's handle: cache_ drops pins of unmapped segments
 };
 
 }  // namespace mpiacc
