@@ -1,5 +1,6 @@
 #include "datatype/layout.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -145,18 +146,17 @@ int unpack_range(const void *packed, std::size_t len, void *buf, int count, MPI_
         std::memcpy(static_cast<char *>(buf) + l.true_lb + offset, packed, len);
         return MPI_SUCCESS;
     }
-    // Only whole-element prefixes are unpacked in place; the rest of the elements keep
-    // their contents, as in MPICH's partial (truncated) receives.
+    // A message shorter than the buffer fills the first len bytes of its type map, the
+    // last element partly, as MPICH's own receives do; MPICH's MPI_Unpack stops where its
+    // input ends, so the elements the bytes reach are asked for with insize len.
     if (offset != 0) return MPI_ERR_INTERN;
     MPI_Count size;
     PMPI_Type_size_x(type, &size);
-    int whole = size > 0 ? static_cast<int>(len / static_cast<std::size_t>(size)) : 0;
+    if (size <= 0 || len == 0) return MPI_SUCCESS;
+    const std::size_t reached = (len + static_cast<std::size_t>(size) - 1) / static_cast<std::size_t>(size);
+    const int elements = static_cast<int>(std::min<std::size_t>(reached, static_cast<std::size_t>(count)));
     int pos = 0;
-    if (whole > 0) {
-        int rc = PMPI_Unpack(packed, static_cast<int>(len), &pos, buf, whole, type, MPI_COMM_SELF);
-        if (rc != MPI_SUCCESS) return rc;
-    }
-    return MPI_SUCCESS;
+    return PMPI_Unpack(packed, static_cast<int>(len), &pos, buf, elements, type, MPI_COMM_SELF);
 }
 
 }  // namespace mpiacc
