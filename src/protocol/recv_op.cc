@@ -481,6 +481,7 @@ void RecvOp::on_envelope(const Envelope &env) {
         send_control(ControlType::CTS, static_cast<std::uint16_t>(mode_));
         return;
     }
+    if (dest_.kind == BufKind::HOST && !dest_.contiguous_host()) packed_.resize(bytes_);
     if (mode_ == TransferMode::SHARED) {
         // Chunks are copied out of the sender's slots: no slot of ours is needed.
         MPIACC_COUNT("protocol.recv.shared");
@@ -490,26 +491,25 @@ void RecvOp::on_envelope(const Envelope &env) {
         return;
     }
     MPIACC_COUNT("protocol.recv.pipeline");
-    if (dest_.kind == BufKind::HOST && !dest_.contiguous_host()) packed_.resize(bytes_);
     if (dest_.kind != BufKind::HOST) pool_ = dest_.device->staging_pool();
     state_ = State::AWAIT_SLOT;
     pipeline_step();
 }
 
 // SHARED mode (DESIGN 2.4's pipeline, same node): the sender's slots are shared memory
-// this rank can map and its device can copy from. Asked before the CTS, so that a
-// transfer never starts in a mode it cannot finish.
+// this rank can map, and its device can copy from (or, into host memory, the CPU). Asked
+// before the CTS, so that a transfer never starts in a mode it cannot finish.
 bool RecvOp::shared_staging_usable(const Envelope &env) const {
     const Context &ctx = context();
     return (env.flags & kEnvelopeSharedStaging) && !(env.flags & kEnvelopeHasIpc) && env.node_id == ctx.node_id &&
            ctx.knobs.shared_staging && env.shared.pid_namespace != 0 && env.shared.pid_namespace == ctx.pid_namespace &&
-           dest_.kind != BufKind::HOST && dest_.device->copies_from_peer_segments() &&
+           (dest_.kind == BufKind::HOST || dest_.device->copies_from_peer_segments()) &&
            peer_segments_reachable(env.sender_rank, env.shared.pid);
 }
 
-// A notice arrived for chunk `c`: its bytes go from the sender's slot to the device. On
-// any failure the transfer drains (the chunk is still acknowledged, so that the sender
-// gets its slot back).
+// A notice arrived for chunk `c`: its bytes go from the sender's slot to the device, or
+// to host memory. On any failure the transfer drains (the chunk is still acknowledged,
+// so that the sender gets its slot back).
 void RecvOp::start_shared_copy(ChunkState &c) {
     const ChunkNotice &n = c.shared->notice;
     std::string why;
@@ -520,6 +520,14 @@ void RecvOp::start_shared_copy(ChunkState &c) {
     }
     std::uint64_t mapping = 0;
     char *base = static_cast<char *>(map_peer_segment(peer_, shared_pid_, n.where, &mapping, &why));
+    if (base && dest_.kind == BufKind::HOST) {
+        // The CPU copies, as MPICH's transport would have (CMA), but out of memory mapped
+        // here already: no pages pinned per chunk and no rendezvous of MPICH's per chunk.
+        char *into = (packed_.empty() ? dest_.contiguous_host() : packed_.data()) + c.offset;
+        std::memcpy(into, base + n.where.offset, c.len);
+        release_peer_segment(base);
+        return;
+    }
     int rc = MPI_SUCCESS;
     if (!base) {
         rc = MPI_ERR_OTHER;
