@@ -105,7 +105,7 @@ const OpenClCounters &opencl_counters() {
     static const OpenClCounters counters{
         counter("opencl.cache.hit"),     counter("opencl.cache.miss"),   counter("opencl.cache.evicted"),
         counter("opencl.queue.created"), counter("opencl.pinned.alloc"), counter("opencl.program.built"),
-        counter("opencl.peer_pin"),
+        counter("opencl.peer_pin"),      counter("opencl.peer_unpin"),
     };
     return counters;
 }
@@ -115,8 +115,8 @@ std::string opencl_counters_text() {
     const std::pair<const char *, const std::atomic<std::int64_t> *> rows[] = {
         {"opencl.cache.evicted", &c.cache_evicted}, {"opencl.cache.hit", &c.cache_hit},
         {"opencl.cache.miss", &c.cache_miss},       {"opencl.peer_pin", &c.peer_pin},
-        {"opencl.pinned.alloc", &c.pinned_alloc},   {"opencl.program.built", &c.program_built},
-        {"opencl.queue.created", &c.queue_created},
+        {"opencl.peer_unpin", &c.peer_unpin},       {"opencl.pinned.alloc", &c.pinned_alloc},
+        {"opencl.program.built", &c.program_built}, {"opencl.queue.created", &c.queue_created},
     };
     std::string text;
     for (const auto &row : rows)
@@ -411,6 +411,7 @@ bool CacheEntry::pin_peer_segment(void *base, std::size_t bytes, std::uint64_t m
         // An earlier mapping had this address; its pin describes pages that are gone.
         peer_pins_->release(base);
         peer_pin_mappings_.erase(pinned);
+        opencl_counters().peer_unpin.fetch_add(1, std::memory_order_relaxed);
     }
     if (!peer_pins_->wrap(base, bytes, why)) return false;
     peer_pin_mappings_[base] = mapping;
@@ -420,7 +421,9 @@ bool CacheEntry::pin_peer_segment(void *base, std::size_t bytes, std::uint64_t m
 
 void CacheEntry::unpin_peer_segment(void *base) {
     std::lock_guard<std::mutex> lock(peer_pins_mutex_);
-    if (peer_pin_mappings_.erase(base) != 0) peer_pins_->release(base);
+    if (peer_pin_mappings_.erase(base) == 0) return;
+    peer_pins_->release(base);
+    opencl_counters().peer_unpin.fetch_add(1, std::memory_order_relaxed);
 }
 
 CacheEntry::~CacheEntry() {

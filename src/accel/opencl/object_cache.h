@@ -79,7 +79,8 @@ struct OpenClCounters {
     std::atomic<std::int64_t> &queue_created;
     std::atomic<std::int64_t> &pinned_alloc;
     std::atomic<std::int64_t> &program_built;
-    std::atomic<std::int64_t> &peer_pin;  // pins of peers' staging segments made (SHARED mode)
+    std::atomic<std::int64_t> &peer_pin;    // pins of peers' staging segments made (SHARED mode)
+    std::atomic<std::int64_t> &peer_unpin;  // and let go (the segment unmapped, or a stale pin replaced)
 };
 const OpenClCounters &opencl_counters();
 // The counters above as "name=value" lines, sorted by name.
