@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# maint/diag/shared-host-ab.sh OUTDIR: cl_mem -> host bandwidth on the NVIDIA platform,
-# SHARED mode (the host receiver's CPU copies out of the sender's shared slot) against
-# the pipeline (each chunk through MPICH, CMA on one host), with MPICH's host-to-host and
+# maint/diag/shared-host-ab.sh OUTDIR: cl_mem <-> host bandwidth on the NVIDIA platform,
+# SHARED mode (a host receiver's CPU copies out of the sender's shared slot; a host
+# sender's CPU copies into a shared slot of its own, which the receiver's device reads)
+# against the pipeline (each chunk through MPICH, CMA on one host), with MPICH's host-to-host and
 # manual staging beside each, interleaved over rounds so that drift hits both alike.
 # Run through maint/gpu-check: GPU_CHECK_SCRIPT=maint/diag/shared-host-ab.sh.
 set -uo pipefail
@@ -15,7 +16,7 @@ for round in $(seq 1 "$rounds"); do
     echo "=== round $round MPIACC_SHARED_STAGING=$shared"
     env MPIACC_OPENCL_PLATFORM=${AB_PLATFORM:-NVIDIA} MPIACC_SHARED_STAGING=$shared timeout 120 \
       $MPIEXEC -n 2 bench/pt2pt_opencl --iters 40 --bw-iters 7 --min-iters 2 --min-time 0.01 --rounds 1 \
-      --watchdog 20 --min-size 256K --max-size 64M --dirs H-\>H,D-\>H --configs mpich-host,staged,mpiacc \
+      --watchdog 20 --min-size 256K --max-size 64M --dirs H-\>H,D-\>H,H-\>D --configs mpich-host,staged,mpiacc \
       --label "$label" --csv "$out/ab-$round-$shared.csv"
     grep -v '^#' "$out/ab-$round-$shared.csv" | sed "s/^/$round,$shared,/" >>"$csv"
     rm -f "$out/ab-$round-$shared.csv"

@@ -9,6 +9,7 @@
 #include "core/chunk_trace.h"
 #include "core/progress.h"
 #include "mpiacc.h"
+#include "pool/host_staging.h"
 #include "pool/shared_memory.h"
 #include "protocol/envelope.h"
 #include "protocol/transfer.h"
@@ -135,6 +136,7 @@ void finalize_context() {
     StateLock lock;
     if (ctx.knobs.verbose >= 3) print_chunk_trace();
     ctx.user_ops.clear();
+    ctx.host_staging.reset();  // no send is left to read it, and receivers finished with each chunk
     release_all_host_recvs();
     ctx.stash.clear();
     ctx.probed_messages.clear();
@@ -150,6 +152,14 @@ void finalize_context() {
     ctx.initialized = false;
     ctx.cuda_autodetect_active = false;
     ctx.cuda_accel = nullptr;
+}
+
+PinnedPool *host_staging_pool() {
+    Context &ctx = context();
+    if (!ctx.host_staging)
+        ctx.host_staging = make_host_staging_pool(static_cast<std::size_t>(ctx.knobs.chunk_size),
+                                                  static_cast<std::size_t>(ctx.knobs.pool_size));
+    return ctx.host_staging.get();
 }
 
 bool same_node(int world_peer) {

@@ -18,6 +18,7 @@
 #include "accel/accel.h"
 #include "core/host_recv.h"
 #include "core/knobs.h"
+#include "pool/pinned_pool.h"
 
 namespace mpiacc {
 
@@ -78,6 +79,8 @@ public:
     std::uint64_t node_id = 0;
     std::uint64_t pid_namespace = 0;  // local_pid_namespace(), read at init
     std::vector<std::uint64_t> node_ids;  // by world rank: who shares this node
+    // SHARED mode's slots for host send buffers (host_staging_pool()).
+    std::unique_ptr<PinnedPool> host_staging;
     // By world rank: small blocking device sends still to go by the staged eager path
     // before IPC is offered to that peer again (it declined the last offer: the data
     // went to host memory). See send_common.
@@ -171,6 +174,9 @@ void finalize_context();
 
 // True when world rank `peer` runs on this node.
 bool same_node(int world_peer);
+// The slots a host send buffer is staged through in SHARED mode: shared memory, made on
+// first use (StateLock held), pool_size bytes in chunk_size slots, kept to MPI_Finalize.
+PinnedPool *host_staging_pool();
 
 // The world rank of `rank` in `comm` (remote group for intercommunicators).
 int world_rank_of(MPI_Comm comm, int rank);

@@ -39,9 +39,11 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
     if (op->source_.device && ctx.knobs.ipc && op->source_.device->ipc_export(&e.ipc)) e.flags |= kEnvelopeHasIpc;
     if ((e.flags & kEnvelopeHasIpc) && stages_after_decline) e.flags |= kEnvelopeStagesAfterDecline;
     // Staging slots a receiver on this node can copy out of itself. Asking the pool
-    // makes its first allocation, which a transfer this size would make anyway.
-    if (op->source_.device && !(e.flags & kEnvelopeHasIpc) && ctx.knobs.shared_staging && same_node(op->peer_) &&
-        op->source_.device->staging_pool()->shared()) {
+    // makes its first allocation, which a transfer this size would make anyway (for a
+    // host buffer, the process's host staging pool: once, to MPI_Finalize).
+    if (!(e.flags & kEnvelopeHasIpc) && ctx.knobs.shared_staging && same_node(op->peer_) &&
+        (op->source_.device ? op->source_.device->staging_pool()->shared()
+                            : op->source_.kind == BufKind::HOST && host_staging_pool()->shared())) {
         e.flags |= kEnvelopeSharedStaging;
         e.shared.pid = static_cast<std::int32_t>(getpid());
         e.shared.pid_namespace = ctx.pid_namespace;
@@ -281,8 +283,17 @@ void SendOp::pipeline_step() {
         c.index = next_chunk_;
         c.offset = next_chunk_ * chunk_size_;
         c.len = std::min(chunk_size_, send_bytes_ - c.offset);
-        if (source_.kind == BufKind::HOST) {
+        if (source_.kind == BufKind::HOST && !shared_) {
             c.stage = ChunkState::Stage::NETWORK;
+        } else if (source_.kind == BufKind::HOST) {
+            // SHARED: the chunk goes into a slot the receiver maps; its device reads it
+            // from there.
+            PinnedPool *pool = host_staging_pool();
+            if (!stage_host_chunk(c, pool)) {
+                if (state_ == State::DONE) return;
+                MPIACC_COUNT("pool.wait");
+                break;  // back-pressure: wait for a slot
+            }
         } else {
             PinnedPool *pool = source_.device->staging_pool();
             if (chunk_size_ > pool->slot_size()) {
@@ -324,6 +335,26 @@ void SendOp::pipeline_step() {
         return;
     }
     if (chunks_done_ == nchunks_) finish();
+}
+
+// Copies host chunk `c` into a slot of `pool`. False when no slot is free (wait), or
+// once the op failed (state_ DONE).
+bool SendOp::stage_host_chunk(ChunkState &c, PinnedPool *pool) {
+    if (chunk_size_ > pool->slot_size()) {
+        fail(MPI_ERR_INTERN, "protocol error: chunk size larger than the host staging slot");
+        return false;
+    }
+    void *slot = pool->acquire();
+    if (!slot) {
+        if (pool->allocations() == 0 && !pool->last_error().empty())
+            fail(MPI_ERR_NO_MEM, ("no shared staging memory: " + pool->last_error()).c_str());
+        return false;
+    }
+    std::memcpy(slot, source_.contiguous_host() + c.offset, c.len);
+    c.staging = slot;
+    c.pool = pool;
+    c.stage = ChunkState::Stage::NETWORK;
+    return true;
 }
 
 // Posts chunk `c`'s send: its bytes (pipeline), or a notice of where they are (SHARED).

@@ -1,8 +1,8 @@
 /* The SHARED mode between two ranks of one node (MPIACC_SHARED_STAGING): a cl_mem sent
  * to a cl_mem goes chunk by chunk through the sender's shared staging slots, which the
  * receiver copies out of itself; no chunk's bytes go through MPICH. Sizes around the
- * chunk, a window in order, truncation, and host receivers (whose CPU copies out of the
- * slot).
+ * chunk, a window in order, truncation, host receivers (whose CPU copies out of the
+ * slot) and host senders (whose CPU copies into a slot of theirs for the device to read).
  * Built a second time with SHARED_STAGING_OFF: the same traffic through the pipeline,
  * and no rank maps another's memory. Built a third time with CACHE_OFF: every transfer
  * makes its own pools (MPIACC_OPENCL_CACHE_SIZE=0), so the receiver sees a new segment
@@ -18,6 +18,7 @@ static const char *cases[] = {
     "a_truncated_shared_transfer_gives_the_receiver_mpi_err_truncate_and_the_sender_success",
     "cl_mem_to_host_memory_contiguous_or_strided_is_copied_out_of_the_shared_slot",
     "more_transfers_than_the_mapping_bound_each_from_its_own_pool_arrive_intact",
+    "host_memory_contiguous_or_strided_to_cl_mem_is_copied_out_of_the_senders_shared_slot",
 };
 
 #ifdef SHARED_STAGING_OFF
@@ -208,6 +209,41 @@ int main(int argc, char **argv) {
         /* The byte bound alone (1 GiB of 4 MiB segments) keeps at most 256 unused ones. */
         const long long mapped = count("pool.peer_segments") - count("pool.peer_segments_unmapped") - mapped0;
         MT_CHECK(mapped <= 256, "rank %d holds %lld more peer segments than before", mt_rank, mapped);
+    }
+
+    MT_CASE(cases[c++]) {
+        /* Host rendezvous sends (2 MiB and up): contiguous, then strided (packed first). */
+        const size_t len = 3 * (size_t)CHUNK + 3, blocks = 3000, strided_len = blocks * 1000;
+        const char *mode = mt_rank == 0 ? (shared_on ? "protocol.send.shared" : "protocol.send.pipeline")
+                                        : (shared_on ? "protocol.recv.shared" : "protocol.recv.pipeline");
+        const long long taken0 = count(mode);
+        if (mt_rank == 0) {
+            mt_fill(h, len, 600);
+            MT_CHECK(MPI_Send(h, (int)len, MPI_BYTE, 1, 70, MPI_COMM_WORLD) == MPI_SUCCESS, "host send");
+            MPI_Datatype strided;
+            MPI_Type_vector((int)blocks, 1000, 2000, MPI_BYTE, &strided);
+            MPI_Type_commit(&strided);
+            unsigned char *wide = p2p_alloc(2 * strided_len);
+            mt_fill(h, strided_len, 601);
+            for (size_t i = 0; i < strided_len; i += 1000) memcpy(wide + 2 * i, h + i, 1000);
+            MT_CHECK(MPI_Send(wide, 1, strided, 1, 71, MPI_COMM_WORLD) == MPI_SUCCESS, "strided host send");
+            free(wide);
+            MPI_Type_free(&strided);
+        } else if (mt_rank == 1) {
+            ocl_fill(&e, m, len, 0);
+            MPI_Status st;
+            MT_CHECK(MPI_Recv(m, (int)len, t, 0, 70, MPI_COMM_WORLD, &st) == MPI_SUCCESS, "cl_mem receive");
+            MT_CHECK(p2p_count(&st, MPI_BYTE) == (int)len, "status says %d bytes", p2p_count(&st, MPI_BYTE));
+            ocl_read(&e, m, 0, h, len);
+            P2P_CHECK_BYTES(h, len, 600, "host message into a cl_mem");
+            ocl_fill(&e, m, strided_len, 0);
+            MT_CHECK(MPI_Recv(m, (int)strided_len, t, 0, 71, MPI_COMM_WORLD, &st) == MPI_SUCCESS,
+                     "cl_mem receive of a strided message");
+            ocl_read(&e, m, 0, h, strided_len);
+            P2P_CHECK_BYTES(h, strided_len, 601, "strided host message into a cl_mem");
+        }
+        if (mt_rank <= 1)
+            MT_CHECK(count(mode) == taken0 + 2, "rank %d: the two transfers did not take %s", mt_rank, mode);
     }
 
     free(h);
