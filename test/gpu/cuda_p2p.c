@@ -862,6 +862,42 @@ static void c_small_copies_by_kernel_at_every_alignment(void) {
     CK(cudaFree(d));
 }
 
+/* Host messages of 2 MiB and up into device memory on the same node go through the
+ * sender's shared staging slots, which the receiver's device copies out of (SHARED
+ * mode); with MPIACC_IPC=0 (or MPIACC_SHARED_STAGING=0) through the pipeline, as
+ * between nodes. Counted on each side, every byte checked. */
+static void c_large_host_sends_into_device_take_shared_staging(void) {
+    static const size_t big[] = {2 * MiB, 3 * MiB + 1, 64 * MiB};
+    const int nbig = (int)(sizeof big / sizeof big[0]);
+    const char *shared_knob = getenv("MPIACC_SHARED_STAGING");
+    const int shared = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on() && !(shared_knob && !strcmp(shared_knob, "0"));
+    const char *mode = mt_rank == 0 ? (shared ? "protocol.send.shared" : "protocol.send.pipeline")
+                                    : (shared ? "protocol.recv.shared" : "protocol.recv.pipeline");
+    const long long taken0 = mpiacc_counter_value(mode);
+    const int tagbase = 7600;
+    for (int i = 0; i < nbig; ++i) {
+        const int tag = tagbase + i;
+        msg_t m;
+        if (mt_rank == 0) {
+            MPI_Datatype st = view_type(&HOST_PLAIN);
+            send_prepare(&m, &HOST_PLAIN, big[i], msg_off(tag, 0));
+            MCK(MPI_Send(m.p, m.count, st, 1, tag, W));
+            view_type_free(&HOST_PLAIN, &st);
+        } else {
+            MPI_Datatype rt = view_type(&CUDA_TAGGED);
+            MPI_Status stat;
+            recv_prepare(&m, &CUDA_TAGGED, big[i]);
+            MCK(MPI_Recv(m.p, m.count, rt, 0, tag, W, &stat));
+            GPU_CHECK_STATUS(stat, 0, tag, big[i], "host message of %zu bytes into device memory", big[i]);
+            recv_check(&m, big[i], msg_off(tag, 0), "host message into device memory", big[i]);
+            view_type_free(&CUDA_TAGGED, &rt);
+        }
+        msg_free(&m);
+    }
+    MT_CHECK(mpiacc_counter_value(mode) - taken0 == nbig, "rank %d: %lld of %d transfers took %s", mt_rank,
+             mpiacc_counter_value(mode) - taken0, nbig, mode);
+}
+
 static const gpu_case_t cases[] = {
     {"send_recv_host_to_cuda_tagged_every_size_both_directions", c_send_recv_host_to_cuda_tagged, 0},
     {"send_recv_cuda_tagged_to_host_every_size_both_directions", c_send_recv_cuda_tagged_to_host, 0},
@@ -898,6 +934,8 @@ static const gpu_case_t cases[] = {
     {"small_isends_stage_at_the_call_unless_they_depend_on_a_stream",
      c_small_isends_stage_at_the_call_unless_they_depend_on_a_stream, 0},
     {"small_device_copies_by_kernel_at_every_alignment", c_small_copies_by_kernel_at_every_alignment, 0},
+    {"large_host_sends_into_device_take_shared_staging_unless_ipc_is_off",
+     c_large_host_sends_into_device_take_shared_staging, 0},
 };
 
 int main(int argc, char **argv) {

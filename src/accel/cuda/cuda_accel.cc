@@ -22,6 +22,7 @@
 #include "core/counters.h"
 #include "core/error.h"
 #include "pool/pinned_pool.h"
+#include "pool/shared_memory.h"
 
 #if MPIACC_HAVE_CUDA_KERNELS
 #include "accel/cuda/copy_kernel_fatbin.h"  // generated from copy_kernel.cu
@@ -764,6 +765,10 @@ struct CudaAccel::State : std::enable_shared_from_this<CudaAccel::State> {
                      std::string *why);
     std::shared_ptr<EventRef> open_event(const std::uint8_t *handle, int device, std::string *why);
     cudaKernel_t copy_kernel();
+    // SHARED mode: a peer's staging segment mapped here (pool/shared_memory.h), registered
+    // for DMA once per mapping; let go when the mapping goes (its unmap hook) or at shutdown.
+    bool pin_peer_segment(void *base, std::size_t bytes, std::uint64_t mapping, std::string *why);
+    void unpin_peer_segment(void *base);
     void shutdown();
 
     std::atomic<int> avail{0};  // 0 not probed, 1 usable, 2 not
@@ -808,6 +813,7 @@ struct CudaAccel::State : std::enable_shared_from_this<CudaAccel::State> {
     std::map<MappingKey, MappingEntry> mappings;
     std::uint64_t mapping_clock = 0;
     std::map<std::array<std::uint8_t, sizeof(cudaIpcEventHandle_t)>, std::shared_ptr<ImportedEvent>> imported_events;
+    std::map<void *, std::uint64_t> peer_pins;  // base -> the mapping registered there
 };
 
 namespace {
@@ -861,6 +867,12 @@ public:
         // mapping was opened on, and cudaMemcpyAsync routes a peer copy over NVLink.
         return target->copy(*this, target->ptr_ + dst_offset, ptr_ + offset, len, nullptr, done, why);
     }
+
+    bool pin_host_region(void *base, std::size_t bytes, std::uint64_t mapping, std::string *why) override {
+        return owner_->pin_peer_segment(base, bytes, mapping, why);
+    }
+    // Not with MPIACC_IPC=0, which makes a node's transfers take the path between nodes.
+    bool copies_from_peer_segments() const override { return knobs().ipc; }
 
     bool ipc_export(IpcExport *out) override {
         // Managed memory has no IPC handle, and an imported mapping is not ours to pass on.
@@ -1460,7 +1472,46 @@ int CudaAccel::State::ipc_import(const IpcExport &peer, std::size_t bytes, std::
     return MPI_SUCCESS;
 }
 
+bool CudaAccel::State::pin_peer_segment(void *base, std::size_t bytes, std::uint64_t mapping, std::string *why) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto pinned_at = peer_pins.find(base);
+    if (pinned_at != peer_pins.end()) {
+        if (pinned_at->second == mapping) return true;
+        // An earlier mapping had this address: its registration describes pages that are gone.
+        pinned->remove(base);
+        quiet(cudaHostUnregister(base));
+        peer_pins.erase(pinned_at);
+    }
+    // Portable: whichever device's receive copies out of it.
+    cudaError_t e = quiet(cudaHostRegister(base, bytes, cudaHostRegisterPortable));
+    if (e != cudaSuccess) {
+        *why = format("cudaHostRegister of a peer's staging segment (%zu bytes) failed: ", bytes) + cuda_text(e);
+        return false;
+    }
+    pinned->add(base, bytes);
+    peer_pins[base] = mapping;
+    counter("cuda.peer_pin")++;
+    return true;
+}
+
+void CudaAccel::State::unpin_peer_segment(void *base) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (peer_pins.erase(base) == 0) return;
+    pinned->remove(base);
+    quiet(cudaHostUnregister(base));
+    counter("cuda.peer_unpin")++;
+}
+
 void CudaAccel::State::shutdown() {
+    {
+        // Before MPI_Finalize unmaps them (unmap_peer_segments).
+        std::lock_guard<std::mutex> lock(mutex);
+        for (auto &pin : peer_pins) {
+            pinned->remove(pin.first);
+            quiet(cudaHostUnregister(pin.first));
+        }
+        peer_pins.clear();
+    }
     std::map<int, std::shared_ptr<DeviceState>> old_devices;
     std::map<MappingKey, MappingEntry> old_mappings;
     std::map<std::array<std::uint8_t, sizeof(cudaIpcEventHandle_t)>, std::shared_ptr<ImportedEvent>> old_events;
@@ -1483,9 +1534,17 @@ void CudaAccel::State::shutdown() {
 
 // ------------------------------------------------------------------------------ CudaAccel
 
-CudaAccel::CudaAccel() : state_(std::make_shared<State>()) {}
+CudaAccel::CudaAccel() : state_(std::make_shared<State>()) {
+    std::weak_ptr<State> state = state_;
+    unmap_hook_ = add_peer_segment_unmap_hook([state](void *base) {
+        if (auto live = state.lock()) live->unpin_peer_segment(base);
+    });
+}
 
-CudaAccel::~CudaAccel() { state_->shutdown(); }
+CudaAccel::~CudaAccel() {
+    remove_peer_segment_unmap_hook(unmap_hook_);
+    state_->shutdown();
+}
 
 bool CudaAccel::available() { return state_->available(); }
 
@@ -1557,6 +1616,8 @@ std::string CudaAccel::counters() const {
     out += line("cuda.ipc.open", s.ipc_open.load(std::memory_order_relaxed));
     out += line("cuda.memtype.device_hit", static_cast<long long>(s.cache.device_hits()));
     out += line("cuda.memtype.query", s.memtype_queries.load(std::memory_order_relaxed));
+    out += line("cuda.peer_pin", counter("cuda.peer_pin").load(std::memory_order_relaxed));
+    out += line("cuda.peer_unpin", counter("cuda.peer_unpin").load(std::memory_order_relaxed));
     out += line("cuda.pinned.alloc", counter("cuda.pinned.alloc").load(std::memory_order_relaxed));
     out += line("cuda.stream.created", s.streams_created.load(std::memory_order_relaxed));
     return out;

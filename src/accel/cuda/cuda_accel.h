@@ -54,6 +54,7 @@ public:
 
 private:
     std::shared_ptr<State> state_;
+    int unmap_hook_ = 0;  // add_peer_segment_unmap_hook's handle: drops registrations of unmapped segments
 };
 
 std::unique_ptr<Accel> make_cuda_accel();
