@@ -15,7 +15,7 @@ enum { CHUNK = 1 << 20 };
 static const char *cases[] = {
     "opencl_to_opencl_sizes_around_the_chunk_arrive_intact_through_the_chosen_mode",
     "a_window_of_eight_cl_mem_isends_arrives_in_order",
-    "a_truncated_shared_transfer_gives_the_receiver_mpi_err_truncate_and_the_sender_success",
+    "truncated_shared_transfers_give_the_receiver_mpi_err_truncate_and_the_sender_success",
     "cl_mem_to_host_memory_contiguous_or_strided_is_copied_out_of_the_shared_slot",
     "more_transfers_than_the_mapping_bound_each_from_its_own_pool_arrive_intact",
     "host_memory_contiguous_or_strided_to_cl_mem_is_copied_out_of_the_senders_shared_slot",
@@ -132,6 +132,35 @@ int main(int argc, char **argv) {
                      "receive after the truncation");
             ocl_read(&e, m, 0, h, 2 * (size_t)CHUNK);
             P2P_CHECK_BYTES(h, 2 * (size_t)CHUNK, 301, "message after the truncation");
+        }
+        /* Into host memory (the receiver's CPU copies), and from host memory (the
+         * sender's CPU fills its slots): the same outcome, nothing past the room written. */
+        if (mt_rank == 0) {
+            mt_fill(h, len, 302);
+            ocl_write(&e, m, 0, h, len);
+            int rc = MPI_Send(m, (int)len, t, 1, 42, MPI_COMM_WORLD);
+            MT_CHECK(rc == MPI_SUCCESS, "cl_mem sender of a truncated message got class %d", p2p_class(rc));
+            mt_fill(h, len, 303);
+            rc = MPI_Send(h, (int)len, MPI_BYTE, 1, 43, MPI_COMM_WORLD);
+            MT_CHECK(rc == MPI_SUCCESS, "host sender of a truncated message got class %d", p2p_class(rc));
+            mt_fill(h, 3 * (size_t)CHUNK, 304);
+            MT_CHECK(MPI_Send(h, 3 * CHUNK, MPI_BYTE, 1, 44, MPI_COMM_WORLD) == MPI_SUCCESS, "host send after both");
+        } else if (mt_rank == 1) {
+            memset(h, 0x5a, len);
+            int rc = MPI_Recv(h, (int)room, MPI_BYTE, 0, 42, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MT_CHECK(p2p_class(rc) == MPI_ERR_TRUNCATE, "host receive: class %d, expected MPI_ERR_TRUNCATE",
+                     p2p_class(rc));
+            P2P_CHECK_BYTES(h, room, 302, "the part that fits in host memory");
+            MT_CHECK(h[room] == 0x5a && h[len - 1] == 0x5a, "a truncated host receive wrote past its room");
+            ocl_fill(&e, m, len, 0);
+            rc = MPI_Recv(m, (int)room, t, 0, 43, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MT_CHECK(p2p_class(rc) == MPI_ERR_TRUNCATE, "cl_mem receive of a host message: class %d", p2p_class(rc));
+            ocl_read(&e, m, 0, h, room);
+            P2P_CHECK_BYTES(h, room, 303, "the part of a host message that fits");
+            MT_CHECK(MPI_Recv(m, 3 * CHUNK, t, 0, 44, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS,
+                     "cl_mem receive after both");
+            ocl_read(&e, m, 0, h, 3 * (size_t)CHUNK);
+            P2P_CHECK_BYTES(h, 3 * (size_t)CHUNK, 304, "host message after both truncations");
         }
     }
 
