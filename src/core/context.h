@@ -77,7 +77,7 @@ public:
     MPI_Comm proto_comm = MPI_COMM_NULL;  // private duplicate of MPI_COMM_WORLD (DESIGN 2.3)
     int tag_ub = 32767;
     std::uint64_t node_id = 0;
-    std::uint64_t pid_namespace = 0;  // local_pid_namespace(), read at init
+    std::uint64_t pid_namespace = 0;      // local_pid_namespace(), read at init
     std::vector<std::uint64_t> node_ids;  // by world rank: who shares this node
     // SHARED mode's slots for host send buffers (host_staging_pool()).
     std::unique_ptr<PinnedPool> host_staging;

@@ -131,8 +131,7 @@ BounceBuffer::BounceBuffer(std::size_t bytes) : size_(bytes) {
         };
         auto best = c.free.end();
         for (auto it = c.free.begin(); it != c.free.end(); ++it)
-            if (reusable_for(it->capacity, bytes) && (best == c.free.end() || !better(*best, *it)))
-                best = it;
+            if (reusable_for(it->capacity, bytes) && (best == c.free.end() || !better(*best, *it))) best = it;
         if (best != c.free.end()) {
             data_ = best->data;
             capacity_ = best->capacity;

@@ -513,8 +513,8 @@ bool RecvOp::shared_staging_usable(const Envelope &env) const {
 void RecvOp::start_shared_copy(ChunkState &c) {
     const ChunkNotice &n = c.shared->notice;
     std::string why;
-    if (n.magic != kEnvelopeMagic || n.index != c.index || n.len != c.len ||
-        n.where.offset > n.where.segment_bytes || n.len > n.where.segment_bytes - n.where.offset) {
+    if (n.magic != kEnvelopeMagic || n.index != c.index || n.len != c.len || n.where.offset > n.where.segment_bytes ||
+        n.len > n.where.segment_bytes - n.where.offset) {
         drain(MPI_ERR_INTERN, format("protocol error: bad notice for chunk %zu of a shared transfer", c.index));
         return;
     }
@@ -805,7 +805,8 @@ bool RecvOp::slot_pulls_step() {
         c.staging = slot;
         c.pool = pool_;
         std::string why;
-        int rc = chunk_copy_fault(&why) ? MPI_ERR_OTHER : ipc_source_->copy_to_host(c.offset, slot, c.len, &c.copy, &why);
+        int rc =
+            chunk_copy_fault(&why) ? MPI_ERR_OTHER : ipc_source_->copy_to_host(c.offset, slot, c.len, &c.copy, &why);
         if (rc != MPI_SUCCESS) {
             pool_->release(slot);
             ipc_error_ = rc;

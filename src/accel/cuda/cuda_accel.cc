@@ -771,7 +771,7 @@ struct CudaAccel::State : std::enable_shared_from_this<CudaAccel::State> {
     void unpin_peer_segment(void *base);
     void shutdown();
 
-    std::atomic<int> avail{0};  // 0 not probed, 1 usable, 2 not
+    std::atomic<int> avail{0};                    // 0 not probed, 1 usable, 2 not
     std::atomic<std::uint64_t> contexts_seen{0};  // device_in_use: ordinals < 64 seen active
     std::once_flag probe_once;
     std::string unavailable_why;
@@ -1116,8 +1116,7 @@ std::shared_ptr<DeviceState> CudaAccel::State::device_state(int ordinal, std::st
     }
     cudaKernel_t kernel = knobs().cuda_kernel_copy_max > 0 ? copy_kernel() : nullptr;
     bool flags = false;
-    if (knobs().cuda_copy_flags && driver->stream_write_value64 && driver->device_get_attribute &&
-        driver->device_get) {
+    if (knobs().cuda_copy_flags && driver->stream_write_value64 && driver->device_get_attribute && driver->device_get) {
         CUdevice dev = 0;
         int can = 0;
         flags = driver->device_get(&dev, ordinal) == CUDA_SUCCESS &&
@@ -1330,8 +1329,8 @@ cudaKernel_t CudaAccel::State::copy_kernel() {
     std::call_once(kernel_once, [this] {
 #if MPIACC_HAVE_CUDA_KERNELS
         cudaLibrary_t library = nullptr;
-        cudaError_t e = quiet(cudaLibraryLoadData(&library, mpiacc_copy_kernel_fatbin, nullptr, nullptr, 0, nullptr,
-                                                  nullptr, 0));
+        cudaError_t e =
+            quiet(cudaLibraryLoadData(&library, mpiacc_copy_kernel_fatbin, nullptr, nullptr, 0, nullptr, nullptr, 0));
         if (e == cudaSuccess) e = quiet(cudaLibraryGetKernel(&kernel, library, "mpiacc_copy_small"));
         if (e != cudaSuccess) {
             kernel = nullptr;

@@ -359,9 +359,10 @@ bool OpenClAccel::is_opencl_object(const void *handle) const {
     if (!read_word(static_cast<const char *>(table) + offsetof(cl_icd_dispatch, clGetMemObjectInfo),
                    &get_mem_object_info))
         return false;
-    if (!std::any_of(dispatch_tables_.begin(), dispatch_tables_.end(), [get_mem_object_info](const DispatchTable &known) {
-            return known.get_mem_object_info == get_mem_object_info;
-        }))
+    if (!std::any_of(dispatch_tables_.begin(), dispatch_tables_.end(),
+                     [get_mem_object_info](const DispatchTable &known) {
+                         return known.get_mem_object_info == get_mem_object_info;
+                     }))
         return false;
     // Remembered, so the next object of this type costs one read (a read is a system
     // call: 0.66 us on the H200 machine). Tables are the vendor's static data.
