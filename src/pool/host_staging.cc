@@ -25,11 +25,7 @@ void SharedHostAllocator::release(void *ptr) {
 bool SharedHostAllocator::shared_identity(const void *allocation, SharedLocation *out) const {
     auto found = segments_.find(const_cast<void *>(allocation));
     if (found == segments_.end()) return false;
-    out->fd = found->second.fd;
-    out->reserved = 0;
-    out->inode = found->second.inode;
-    out->segment_bytes = found->second.bytes;
-    out->offset = 0;
+    *out = shared_location(found->second);
     return true;
 }
 

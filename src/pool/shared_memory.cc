@@ -52,6 +52,14 @@ void destroy_shared_segment(SharedSegment *segment) {
     *segment = SharedSegment{};
 }
 
+SharedLocation shared_location(const SharedSegment &segment) {
+    SharedLocation loc{};
+    loc.fd = segment.fd;
+    loc.inode = segment.inode;
+    loc.segment_bytes = segment.bytes;
+    return loc;
+}
+
 namespace {
 
 struct PeerSegment {
@@ -108,10 +116,11 @@ void unmap_peer(PeerSegments &p, std::map<PeerKey, PeerSegment>::iterator it) {
 bool make_room(PeerSegments &p, const PeerKey &key, std::size_t bytes) {
     // The owner's descriptor number now names another file: the segment it named was
     // closed, and no notice will name it again.
+    const auto descriptor = [](const PeerKey &k) {
+        return std::make_tuple(std::get<0>(k), std::get<1>(k), std::get<2>(k));
+    };
     for (auto it = p.by_key.begin(); it != p.by_key.end();) {
-        const PeerKey &k = it->first;
-        bool closed = std::get<0>(k) == std::get<0>(key) && std::get<1>(k) == std::get<1>(key) &&
-                      std::get<2>(k) == std::get<2>(key) && std::get<3>(k) != std::get<3>(key);
+        const bool closed = descriptor(it->first) == descriptor(key) && it->first != key;
         if (closed && it->second.users == 0)
             unmap_peer(p, it++);
         else

@@ -35,6 +35,8 @@ struct SharedLocation {
     std::uint64_t offset;  // of the slot within the segment
 };
 static_assert(sizeof(SharedLocation) == 32, "SharedLocation is part of the wire format");
+// Where `segment` is, from its start (offset 0).
+SharedLocation shared_location(const SharedSegment &segment);
 
 // Maps the segment `loc` names, owned by process `pid` of this node (world rank
 // `owner_rank`), into this process, or finds it mapped already, and counts one use of it

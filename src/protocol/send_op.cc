@@ -285,42 +285,34 @@ void SendOp::pipeline_step() {
         c.len = std::min(chunk_size_, send_bytes_ - c.offset);
         if (source_.kind == BufKind::HOST && !shared_) {
             c.stage = ChunkState::Stage::NETWORK;
-        } else if (source_.kind == BufKind::HOST) {
-            // SHARED: the chunk goes into a slot the receiver maps; its device reads it
-            // from there.
-            PinnedPool *pool = host_staging_pool();
-            if (!stage_host_chunk(c, pool)) {
-                if (state_ == State::DONE) return;
-                MPIACC_COUNT("pool.wait");
-                break;  // back-pressure: wait for a slot
-            }
         } else {
-            PinnedPool *pool = source_.device->staging_pool();
-            if (chunk_size_ > pool->slot_size()) {
-                fail(MPI_ERR_INTERN, "protocol error: chunk size larger than the staging slot");
-                return;
-            }
-            void *slot = pool->acquire();
+            // A device buffer's chunk is copied into a slot of its pool; in SHARED mode a
+            // host buffer's goes into one of the host staging pool's, which the receiver
+            // maps and its device reads.
+            PinnedPool *pool = source_.device ? source_.device->staging_pool() : host_staging_pool();
+            void *slot = acquire_slot(pool);
             if (!slot) {
-                if (pool->allocations() == 0 && !pool->last_error().empty()) {
-                    fail(MPI_ERR_NO_MEM, ("no pinned staging memory: " + pool->last_error()).c_str());
-                    return;
-                }
+                if (state_ == State::DONE) return;
                 MPIACC_COUNT("pool.wait");
                 break;  // back-pressure: wait for a slot
             }
             c.staging = slot;
             c.pool = pool;
-            std::string why;
-            int rc = chunk_copy_fault(&why) ? MPI_ERR_OTHER
-                                            : source_.device->copy_to_host(c.offset, slot, c.len, &c.copy, &why);
-            if (rc != MPI_SUCCESS) {
-                pool->release(slot);
-                fail(rc, ("staging the device send buffer failed: " + why).c_str());
-                return;
+            if (!source_.device) {
+                std::memcpy(slot, source_.contiguous_host() + c.offset, c.len);
+                c.stage = ChunkState::Stage::NETWORK;
+            } else {
+                std::string why;
+                int rc = chunk_copy_fault(&why) ? MPI_ERR_OTHER
+                                                : source_.device->copy_to_host(c.offset, slot, c.len, &c.copy, &why);
+                if (rc != MPI_SUCCESS) {
+                    pool->release(slot);
+                    fail(rc, ("staging the device send buffer failed: " + why).c_str());
+                    return;
+                }
+                c.stage = ChunkState::Stage::COPYING;
+                trace_chunk(ChunkEvent::SEND_COPY_START, id_, c.index);
             }
-            c.stage = ChunkState::Stage::COPYING;
-            trace_chunk(ChunkEvent::SEND_COPY_START, id_, c.index);
         }
         chunks_.push_back(std::move(c));
         ++next_chunk_;
@@ -337,24 +329,17 @@ void SendOp::pipeline_step() {
     if (chunks_done_ == nchunks_) finish();
 }
 
-// Copies host chunk `c` into a slot of `pool`. False when no slot is free (wait), or
-// once the op failed (state_ DONE).
-bool SendOp::stage_host_chunk(ChunkState &c, PinnedPool *pool) {
+// A free slot of `pool` for the next chunk, or null: no slot free (wait), or the op
+// failed (state_ DONE: the chunk would not fit a slot, or the pool has no memory at all).
+void *SendOp::acquire_slot(PinnedPool *pool) {
     if (chunk_size_ > pool->slot_size()) {
-        fail(MPI_ERR_INTERN, "protocol error: chunk size larger than the host staging slot");
-        return false;
+        fail(MPI_ERR_INTERN, "protocol error: chunk size larger than the staging slot");
+        return nullptr;
     }
     void *slot = pool->acquire();
-    if (!slot) {
-        if (pool->allocations() == 0 && !pool->last_error().empty())
-            fail(MPI_ERR_NO_MEM, ("no shared staging memory: " + pool->last_error()).c_str());
-        return false;
-    }
-    std::memcpy(slot, source_.contiguous_host() + c.offset, c.len);
-    c.staging = slot;
-    c.pool = pool;
-    c.stage = ChunkState::Stage::NETWORK;
-    return true;
+    if (!slot && pool->allocations() == 0 && !pool->last_error().empty())
+        fail(MPI_ERR_NO_MEM, ("no pinned staging memory: " + pool->last_error()).c_str());
+    return slot;
 }
 
 // Posts chunk `c`'s send: its bytes (pipeline), or a notice of where they are (SHARED).

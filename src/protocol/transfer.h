@@ -171,7 +171,7 @@ private:
     void fail(int error_class, const char *what);
     void start_data();
     void pipeline_step();
-    bool stage_host_chunk(ChunkState &c, PinnedPool *pool);
+    void *acquire_slot(PinnedPool *pool);
     bool post_chunk(ChunkState &c, int tag);
     void finish();
 

@@ -927,12 +927,8 @@ TEST_F(OpenClAccelTest, a_pinned_peer_segment_is_let_go_when_unmapped_and_its_ad
             SharedSegment owned;
             ASSERT_EQ(create_shared_segment(kBytes, &owned, &why), MPI_SUCCESS) << why;
             std::memset(owned.base, fill, kBytes);
-            SharedLocation loc{};
-            loc.fd = owned.fd;
-            loc.inode = owned.inode;
-            loc.segment_bytes = owned.bytes;
             std::uint64_t mapping = 0;
-            void *base = map_peer_segment(3, getpid(), loc, &mapping, &why);
+            void *base = map_peer_segment(3, getpid(), shared_location(owned), &mapping, &why);
             ASSERT_NE(base, nullptr) << why;
             ASSERT_TRUE(buffer->pin_host_region(base, kBytes, mapping, &why)) << why;
             std::unique_ptr<Completion> done;
@@ -950,11 +946,7 @@ TEST_F(OpenClAccelTest, a_pinned_peer_segment_is_let_go_when_unmapped_and_its_ad
         // pin then and there (an entry outside the cache keeps it until it dies).
         SharedSegment third;
         ASSERT_EQ(create_shared_segment(kBytes, &third, &why), MPI_SUCCESS) << why;
-        SharedLocation loc{};
-        loc.fd = third.fd;
-        loc.inode = third.inode;
-        loc.segment_bytes = third.bytes;
-        void *base = map_peer_segment(3, getpid(), loc, nullptr, &why);
+        void *base = map_peer_segment(3, getpid(), shared_location(third), nullptr, &why);
         ASSERT_NE(base, nullptr) << why;
         release_peer_segment(base);
         EXPECT_EQ(counter_value("opencl.peer_unpin") - unpins, cache_entries ? 2 : 1);

@@ -16,14 +16,6 @@ namespace {
 constexpr int kOwner = 7;  // the owner's world rank, as a notice names it
 constexpr std::size_t kSegment = 64u << 10;
 
-mpiacc::SharedLocation where(const mpiacc::SharedSegment &s) {
-    mpiacc::SharedLocation loc{};
-    loc.fd = s.fd;
-    loc.inode = s.inode;
-    loc.segment_bytes = s.bytes;
-    return loc;
-}
-
 class PeerSegments : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -44,7 +36,7 @@ protected:
     }
     void *map(const mpiacc::SharedSegment &s, std::uint64_t *mapping = nullptr) {
         std::string why;
-        void *base = mpiacc::map_peer_segment(kOwner, getpid(), where(s), mapping, &why);
+        void *base = mpiacc::map_peer_segment(kOwner, getpid(), mpiacc::shared_location(s), mapping, &why);
         EXPECT_NE(base, nullptr) << why;
         return base;
     }
@@ -114,7 +106,7 @@ TEST_F(PeerSegments, TheCountBoundRefusesWithAReasonWhenEveryMappingIsInUse) {
     map(make());
     mpiacc::SharedSegment &third = make();
     std::string why;
-    EXPECT_EQ(mpiacc::map_peer_segment(kOwner, getpid(), where(third), nullptr, &why), nullptr);
+    EXPECT_EQ(mpiacc::map_peer_segment(kOwner, getpid(), mpiacc::shared_location(third), nullptr, &why), nullptr);
     EXPECT_NE(why.find("all in use"), std::string::npos) << why;
     EXPECT_EQ(mpiacc::peer_segments_mapped(), 2u);
     EXPECT_TRUE(unmapped_.empty());
@@ -135,7 +127,7 @@ TEST_F(PeerSegments, TheByteBoundUnmapsUnusedMappingsButNeverRefuses) {
 
 TEST_F(PeerSegments, ASegmentOfAnotherInodeThanNamedIsRefused) {
     mpiacc::SharedSegment &s = make();
-    mpiacc::SharedLocation loc = where(s);
+    mpiacc::SharedLocation loc = mpiacc::shared_location(s);
     loc.inode += 1;
     std::string why;
     EXPECT_EQ(mpiacc::map_peer_segment(kOwner, getpid(), loc, nullptr, &why), nullptr);

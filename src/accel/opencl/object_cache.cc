@@ -285,12 +285,7 @@ void *OpenClPinnedAllocator::wrap(void *host_memory, std::size_t bytes, std::str
 bool OpenClPinnedAllocator::shared_identity(const void *allocation, SharedLocation *out) const {
     auto found = mapped_.find(const_cast<void *>(allocation));
     if (found == mapped_.end() || found->second.segment.fd < 0) return false;
-    const SharedSegment &seg = found->second.segment;
-    out->fd = seg.fd;
-    out->reserved = 0;
-    out->inode = seg.inode;
-    out->segment_bytes = seg.bytes;
-    out->offset = 0;
+    *out = shared_location(found->second.segment);
     return true;
 }
 

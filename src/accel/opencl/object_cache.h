@@ -157,7 +157,6 @@ public:
     // Maps [host, host + bytes), memory of the caller's, through a USE_HOST_PTR buffer
     // kept until release(host) or destruction. Returns host, or null with *why.
     void *wrap(void *host, std::size_t bytes, std::string *why);
-    bool wrapped(const void *host) const { return mapped_.count(const_cast<void *>(host)) != 0; }
 
 private:
     bool ensure_map_queue(std::string *why);
