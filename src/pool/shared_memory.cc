@@ -217,6 +217,32 @@ void set_peer_segment_limits(std::size_t max_segments, std::size_t bytes_kept) {
     p.bytes_kept = bytes_kept ? bytes_kept : kPeerSegmentBytesKept;
 }
 
+PeerSegmentPins::PeerSegmentPins(Register reg, Unregister unreg, std::atomic<std::int64_t> &pins,
+                                 std::atomic<std::int64_t> &unpins)
+    : register_(std::move(reg)), unregister_(std::move(unreg)), pins_(pins), unpins_(unpins) {}
+
+bool PeerSegmentPins::pin(void *base, std::size_t bytes, std::uint64_t mapping, std::string *why) {
+    auto at = mapping_at_.find(base);
+    if (at != mapping_at_.end()) {
+        if (at->second == mapping) return true;
+        unpin(base);  // an earlier mapping had this address
+    }
+    if (!register_(base, bytes, why)) return false;
+    mapping_at_[base] = mapping;
+    pins_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+void PeerSegmentPins::unpin(void *base) {
+    if (mapping_at_.erase(base) == 0) return;
+    unregister_(base);
+    unpins_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void PeerSegmentPins::unpin_all() {
+    while (!mapping_at_.empty()) unpin(mapping_at_.begin()->first);
+}
+
 bool peer_segments_reachable(int owner_rank, int pid) {
     static std::map<std::pair<int, int>, bool> known;
     auto found = known.find({owner_rank, pid});

@@ -6,9 +6,11 @@
 // staged path near MPICH's own host-to-host bandwidth, 5-9 GB/s).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 
 namespace mpiacc {
@@ -64,6 +66,31 @@ int add_peer_segment_unmap_hook(std::function<void(void *base)> hook);
 void remove_peer_segment_unmap_hook(int handle);
 // Tests: other bounds than the two above (0 restores them).
 void set_peer_segment_limits(std::size_t max_segments, std::size_t bytes_kept);
+
+// One device kind's registrations of peers' segments mapped here (what lets its DMA read
+// them), at most one per base address, each remembered with the mapping it was made for:
+// a registration left from an earlier mapping at the same address, whose pages are gone,
+// is replaced rather than reused. The kind supplies its register and unregister calls
+// and its two counters; callers serialise (the kind's own lock).
+class PeerSegmentPins {
+public:
+    using Register = std::function<bool(void *base, std::size_t bytes, std::string *why)>;
+    using Unregister = std::function<void(void *base)>;
+    PeerSegmentPins(Register reg, Unregister unreg, std::atomic<std::int64_t> &pins, std::atomic<std::int64_t> &unpins);
+    // [base, base + bytes) registered for `mapping`: already, or now. False with *why.
+    bool pin(void *base, std::size_t bytes, std::uint64_t mapping, std::string *why);
+    // Drops the registration at `base`, if any (its mapping is about to be unmapped).
+    void unpin(void *base);
+    // Drops them all (the kind shuts down before the mappings go).
+    void unpin_all();
+
+private:
+    Register register_;
+    Unregister unregister_;
+    std::atomic<std::int64_t> &pins_;
+    std::atomic<std::int64_t> &unpins_;
+    std::map<void *, std::uint64_t> mapping_at_;  // base -> the mapping registered there
+};
 // Whether this process may open process `pid`'s descriptors (the same test the kernel
 // makes for each segment): asked once per (rank, pid).
 bool peer_segments_reachable(int owner_rank, int pid);

@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -132,6 +133,44 @@ TEST_F(PeerSegments, ASegmentOfAnotherInodeThanNamedIsRefused) {
     std::string why;
     EXPECT_EQ(mpiacc::map_peer_segment(kOwner, getpid(), loc, nullptr, &why), nullptr);
     EXPECT_NE(why.find("is not rank 7's staging segment"), std::string::npos) << why;
+}
+
+// A device kind's registrations (PeerSegmentPins), with the kind's calls recorded.
+TEST(PeerSegmentPins, OneRegistrationPerMappingAndAStaleOneAtTheSameAddressIsReplaced) {
+    std::vector<std::string> calls;
+    std::atomic<std::int64_t> pins{0}, unpins{0};
+    bool refuse = false;
+    mpiacc::PeerSegmentPins p(
+        [&](void *, std::size_t bytes, std::string *why) {
+            calls.push_back("register " + std::to_string(bytes));
+            if (refuse) *why = "refused";
+            return !refuse;
+        },
+        [&](void *) { calls.push_back("unregister"); }, pins, unpins);
+    char a[1], b[1];
+    std::string why;
+    EXPECT_TRUE(p.pin(a, 100, 1, &why));
+    EXPECT_TRUE(p.pin(a, 100, 1, &why));  // the same mapping: registered already
+    EXPECT_TRUE(p.pin(a, 200, 2, &why));  // another mapping got a's address
+    EXPECT_TRUE(p.pin(b, 300, 3, &why));
+    EXPECT_EQ(calls, (std::vector<std::string>{"register 100", "unregister", "register 200", "register 300"}));
+    EXPECT_EQ(pins.load(), 3);
+    EXPECT_EQ(unpins.load(), 1);
+
+    p.unpin(a);
+    p.unpin(a);  // gone already: nothing to do
+    EXPECT_EQ(unpins.load(), 2);
+    refuse = true;
+    EXPECT_FALSE(p.pin(a, 100, 4, &why));
+    EXPECT_EQ(why, "refused");
+    EXPECT_EQ(pins.load(), 3);
+    p.unpin(a);  // the refused one was never recorded
+    EXPECT_EQ(unpins.load(), 2);
+
+    calls.clear();
+    p.unpin_all();
+    EXPECT_EQ(calls, (std::vector<std::string>{"unregister"}));  // b's
+    EXPECT_EQ(unpins.load(), 3);
 }
 
 }  // namespace

@@ -813,7 +813,25 @@ struct CudaAccel::State : std::enable_shared_from_this<CudaAccel::State> {
     std::map<MappingKey, MappingEntry> mappings;
     std::uint64_t mapping_clock = 0;
     std::map<std::array<std::uint8_t, sizeof(cudaIpcEventHandle_t)>, std::shared_ptr<ImportedEvent>> imported_events;
-    std::map<void *, std::uint64_t> peer_pins;  // base -> the mapping registered there
+    // cudaHostRegister'd peer segments (pinned knows them too: copies from them need no
+    // ordering by the host).
+    PeerSegmentPins peer_pins{
+        [this](void *base, std::size_t bytes, std::string *why) {
+            // Portable: whichever device's receive copies out of it.
+            cudaError_t e = quiet(cudaHostRegister(base, bytes, cudaHostRegisterPortable));
+            if (e != cudaSuccess) {
+                *why =
+                    format("cudaHostRegister of a peer's staging segment (%zu bytes) failed: ", bytes) + cuda_text(e);
+                return false;
+            }
+            pinned->add(base, bytes);
+            return true;
+        },
+        [this](void *base) {
+            pinned->remove(base);
+            quiet(cudaHostUnregister(base));
+        },
+        counter("cuda.peer_pin"), counter("cuda.peer_unpin")};
 };
 
 namespace {
@@ -1473,43 +1491,19 @@ int CudaAccel::State::ipc_import(const IpcExport &peer, std::size_t bytes, std::
 
 bool CudaAccel::State::pin_peer_segment(void *base, std::size_t bytes, std::uint64_t mapping, std::string *why) {
     std::lock_guard<std::mutex> lock(mutex);
-    auto pinned_at = peer_pins.find(base);
-    if (pinned_at != peer_pins.end()) {
-        if (pinned_at->second == mapping) return true;
-        // An earlier mapping had this address: its registration describes pages that are gone.
-        pinned->remove(base);
-        quiet(cudaHostUnregister(base));
-        peer_pins.erase(pinned_at);
-    }
-    // Portable: whichever device's receive copies out of it.
-    cudaError_t e = quiet(cudaHostRegister(base, bytes, cudaHostRegisterPortable));
-    if (e != cudaSuccess) {
-        *why = format("cudaHostRegister of a peer's staging segment (%zu bytes) failed: ", bytes) + cuda_text(e);
-        return false;
-    }
-    pinned->add(base, bytes);
-    peer_pins[base] = mapping;
-    counter("cuda.peer_pin")++;
-    return true;
+    return peer_pins.pin(base, bytes, mapping, why);
 }
 
 void CudaAccel::State::unpin_peer_segment(void *base) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (peer_pins.erase(base) == 0) return;
-    pinned->remove(base);
-    quiet(cudaHostUnregister(base));
-    counter("cuda.peer_unpin")++;
+    peer_pins.unpin(base);
 }
 
 void CudaAccel::State::shutdown() {
     {
         // Before MPI_Finalize unmaps them (unmap_peer_segments).
         std::lock_guard<std::mutex> lock(mutex);
-        for (auto &pin : peer_pins) {
-            pinned->remove(pin.first);
-            quiet(cudaHostUnregister(pin.first));
-        }
-        peer_pins.clear();
+        peer_pins.unpin_all();
     }
     std::map<int, std::shared_ptr<DeviceState>> old_devices;
     std::map<MappingKey, MappingEntry> old_mappings;

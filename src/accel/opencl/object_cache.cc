@@ -367,7 +367,11 @@ CacheEntry::CacheEntry(CreateKey, cl_context context, cl_device_id device)
     : context_(ContextRef::retain(context)),
       device_(device),
       pci_bus_id_(device_pci_bus_id(device)),
-      references_(std::make_unique<ContextReferences>(context)) {
+      references_(std::make_unique<ContextReferences>(context)),
+      peer_pins_([this](void *base, std::size_t bytes,
+                        std::string *why) { return peer_wraps_->wrap(base, bytes, why) != nullptr; },
+                 [this](void *base) { peer_wraps_->release(base); }, opencl_counters().peer_pin,
+                 opencl_counters().peer_unpin) {
     references_->charge(1);  // the clRetainContext just above
 }
 
@@ -393,32 +397,19 @@ std::shared_ptr<CacheEntry> CacheEntry::create(cl_context context, cl_device_id 
     entry->receive_bounces_ = std::make_unique<ReceiveBounces>(
         std::make_unique<OpenClPinnedAllocator>(context, device, entry->pci_bus_id_, entry->references_.get()),
         settings.receive_bounce_bytes);
-    entry->peer_pins_ =
+    entry->peer_wraps_ =
         std::make_unique<OpenClPinnedAllocator>(context, device, entry->pci_bus_id_, entry->references_.get());
     return entry;
 }
 
 bool CacheEntry::pin_peer_segment(void *base, std::size_t bytes, std::uint64_t mapping, std::string *why) {
     std::lock_guard<std::mutex> lock(peer_pins_mutex_);
-    auto pinned = peer_pin_mappings_.find(base);
-    if (pinned != peer_pin_mappings_.end()) {
-        if (pinned->second == mapping) return true;
-        // An earlier mapping had this address; its pin describes pages that are gone.
-        peer_pins_->release(base);
-        peer_pin_mappings_.erase(pinned);
-        opencl_counters().peer_unpin.fetch_add(1, std::memory_order_relaxed);
-    }
-    if (!peer_pins_->wrap(base, bytes, why)) return false;
-    peer_pin_mappings_[base] = mapping;
-    opencl_counters().peer_pin.fetch_add(1, std::memory_order_relaxed);
-    return true;
+    return peer_pins_.pin(base, bytes, mapping, why);
 }
 
 void CacheEntry::unpin_peer_segment(void *base) {
     std::lock_guard<std::mutex> lock(peer_pins_mutex_);
-    if (peer_pin_mappings_.erase(base) == 0) return;
-    peer_pins_->release(base);
-    opencl_counters().peer_unpin.fetch_add(1, std::memory_order_relaxed);
+    peer_pins_.unpin(base);
 }
 
 CacheEntry::~CacheEntry() {
@@ -429,7 +420,7 @@ CacheEntry::~CacheEntry() {
         if (queue) clFinish(queue.get());
     receive_bounces_.reset();
     pinned_pool_.reset();
-    peer_pins_.reset();
+    peer_wraps_.reset();  // its wraps with it (not counted as unpins: the entry goes)
     programs_.clear();
 }
 

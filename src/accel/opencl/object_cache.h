@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "pool/pinned_pool.h"
+#include "pool/shared_memory.h"
 
 namespace mpiacc {
 namespace opencl {
@@ -264,8 +265,8 @@ private:
     std::unique_ptr<PinnedPool> pinned_pool_;
     std::unique_ptr<ReceiveBounces> receive_bounces_;
     std::mutex peer_pins_mutex_;
-    std::unique_ptr<OpenClPinnedAllocator> peer_pins_;
-    std::map<void *, std::uint64_t> peer_pin_mappings_;  // base -> the mapping pinned there
+    std::unique_ptr<OpenClPinnedAllocator> peer_wraps_;  // a USE_HOST_PTR buffer over each pinned segment
+    PeerSegmentPins peer_pins_;                          // which mapping each wrap was made for
 };
 
 // LRU cache of entries, keyed by (context, device). Capacity 0 turns it off: every
