@@ -17,6 +17,14 @@
 #define W MPI_COMM_WORLD
 #define SPIN_NS 200000000ull       /* 200 ms */
 #define ISEND_LIMIT_S 50e-6        /* MPI_Isend with a pending dependency returns within this */
+/* The kernel behind a timed MPI_Isend: 200 times the limit, so an MPI_Isend that waited for
+ * it cannot pass, yet short enough that the send path is still in the CPU's caches when the
+ * next trial begins. On the GPU machine (a KVM guest) a code path left alone for 200 ms runs
+ * 10-20 times slower on its next call, busy-polling in between or not: cudaEventRecord
+ * 0.4 -> 14-17 us, a 256 KiB pointer chase 11 -> 180-220 us; after 1 ms no change, after
+ * 20 ms up to 6x (bench/results/explore-2026-11-25-h100-s16.txt). Behind 200 ms kernels the
+ * trials after the first measured that, not MPI_Isend: 30-110 us. */
+#define TIMED_SPIN_NS 10000000ull  /* 10 ms */
 #define STALE 0xee                 /* what a send buffer holds before the kernel writes it */
 
 /* ------------------------------------------------------------------ run-time kernels */
@@ -207,8 +215,9 @@ static void c_kernels_spin_and_fill(void) {
 
 /* MPI_Isend with a dependency (stream, or event recorded after the kernel) returns at
  * once while the kernel runs; the receiver gets the kernel's bytes. One warm-up message
- * per size first (device state, IPC export), then five timed trials; the fastest must be
- * under 50 us and every trial must return while the kernel still runs. */
+ * per size first (device state, IPC export), then five timed trials behind a 10 ms kernel
+ * (TIMED_SPIN_NS); the fastest must be under 50 us and every trial must return while the
+ * kernel still runs. */
 static void isend_with_dependency(int use_event, int tagbase) {
     static const size_t sz[] = {4 * KiB, MiB + 3, 64 * MiB};
     const int ns = 3, trials = 5;
@@ -229,7 +238,7 @@ static void isend_with_dependency(int use_event, int tagbase) {
             for (int tr = 0; tr < trials; ++tr) {
                 CK(cudaStreamSynchronize(ustream));
                 gpu_memset(d, STALE, n);
-                launch_spin(ustream, SPIN_NS);
+                launch_spin(ustream, TIMED_SPIN_NS);
                 launch_fill(ustream, d, n, 2000 + 10 * k + tr);
                 if (use_event) CK(cudaEventRecord(ev, ustream));
                 double t0 = MPI_Wtime();
