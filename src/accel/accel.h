@@ -38,6 +38,11 @@ struct BufferAttrs {
     // by running them on that queue, or by a marker taken at the first copy, instead of
     // capturing a dependency up front.
     bool within_call = false;
+    // Not an attribute: a send buffer that will be offered for an IPC pull (CUDA, a peer
+    // on this node, IPC on). Its dependency is then captured as an interprocess event,
+    // which the envelope carries as it is: one record on the user's stream, where a
+    // private event would take a wait and a second record to export.
+    bool ipc_offer = false;
 };
 
 // What the sender's envelope carries for an IPC pull (DESIGN.md 2.2). Fixed layout: it is

@@ -177,6 +177,10 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     }
     // A blocking call makes every copy of a device buffer before it returns.
     attrs.within_call = request == nullptr;
+    // Inside a node a CUDA buffer is pulled by the receiver (one copy) rather than
+    // staged on both sides (two copies).
+    const int world_dest = attrs.kind == BufKind::HOST ? -1 : world_rank_of(comm, dest);
+    attrs.ipc_offer = attrs.kind == BufKind::CUDA && ctx.knobs.ipc && same_node(world_dest);
     MessageBuffer mb;
     rc = make_message_buffer(const_cast<void *>(buf), count, type, attrs, &mb, &why);
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
@@ -186,10 +190,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     bool stages_after_decline = false;  // see SendOp::post
     if (mb.kind != BufKind::HOST) {
         const bool blocking = request == nullptr;
-        // Inside a node a CUDA buffer is pulled by the receiver (one copy) rather than
-        // staged on both sides (two copies).
-        const int world_dest = world_rank_of(comm, dest);
-        bool ipc_candidate = mb.kind == BufKind::CUDA && ctx.knobs.ipc && same_node(world_dest);
+        bool ipc_candidate = mb.kind == BufKind::CUDA && attrs.ipc_offer;
         // A nonblocking send may stage at the call only when that waits for nothing of the
         // user's (BRIEF S1): CUDA data with no stream or event attribute, whose copy on
         // our own stream ends within its running time. OpenCL captures always order
