@@ -23,6 +23,7 @@
 
 #include "accel/cuda/cuda_accel.h"
 #include "accel/cuda/memtype_cache.h"
+#include "core/counters.h"
 #include "core/error.h"
 #include "pool/pinned_pool.h"
 
@@ -650,6 +651,54 @@ TEST_F(CudaGpu, managed_memory_is_cuda_but_not_exportable) {
     EXPECT_FALSE(buf->ipc_export(&e));
     buf.reset();
     cudaFree(m);
+}
+
+// A send offered for an IPC pull (BufferAttrs::ipc_offer) captures its stream dependency as
+// an interprocess event and exports that very event: the export makes no event of its own
+// (a buffer captured without the offer does), and the dependency still ends with the work
+// captured, not with work the user adds later.
+TEST_F(CudaGpu, send_offered_for_a_pull_exports_its_captured_event_itself) {
+    const std::size_t n = 1 << 16;
+    void *dev = nullptr;
+    ASSERT_EQ(cudaMalloc(&dev, 2 * n), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dev, 0, 2 * n), cudaSuccess);
+    cudaStream_t user;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaLaunchHostFunc(user, sleep_ms, reinterpret_cast<void *>(300)), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(dev, 0x5A, 2 * n, user), cudaSuccess);
+    BufferAttrs attrs = cuda_attrs();
+    attrs.stream = user;
+    attrs.ipc_offer = true;
+    std::unique_ptr<DeviceBuffer> offered, plain;
+    std::string why;
+    ASSERT_EQ(accel.capture(dev, n, attrs, &offered, &why), MPI_SUCCESS) << why;
+    attrs.ipc_offer = false;
+    ASSERT_EQ(accel.capture(static_cast<char *>(dev) + n, n, attrs, &plain, &why), MPI_SUCCESS) << why;
+    ASSERT_EQ(cudaLaunchHostFunc(user, sleep_ms, reinterpret_cast<void *>(3000)), cudaSuccess);
+
+    // This accel's event pools are new: an export that needed an event would create one.
+    const long long before = mpiacc_counter_value("cuda.event.created");
+    IpcExport e, again, other;
+    ASSERT_TRUE(offered->ipc_export(&e));
+    EXPECT_EQ(e.has_event, 1u);
+    EXPECT_EQ(mpiacc_counter_value("cuda.event.created"), before);
+    ASSERT_TRUE(offered->ipc_export(&again));
+    EXPECT_EQ(std::memcmp(e.event_handle, again.event_handle, sizeof e.event_handle), 0);
+    ASSERT_TRUE(plain->ipc_export(&other));
+    EXPECT_EQ(other.has_event, 1u);
+    EXPECT_EQ(mpiacc_counter_value("cuda.event.created"), before + 1);
+
+    auto dep = offered->dependency();
+    ASSERT_NE(dep, nullptr);
+    EXPECT_FALSE(dep->test());
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(wait(*dep));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));  // not the later 3 s
+    offered.reset();
+    plain.reset();
+    cudaStreamSynchronize(user);
+    cudaStreamDestroy(user);
+    cudaFree(dev);
 }
 
 // The exporting side of ipc_import_reads_a_peer_allocation, run as a child process: prints
