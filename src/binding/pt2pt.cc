@@ -180,7 +180,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     // Inside a node a CUDA buffer is pulled by the receiver (one copy) rather than
     // staged on both sides (two copies).
     const int world_dest = attrs.kind == BufKind::HOST ? -1 : world_rank_of(comm, dest);
-    attrs.ipc_offer = attrs.kind == BufKind::CUDA && ctx.knobs.ipc && same_node(world_dest);
+    attrs.ipc_offer = ipc_pull_offered(attrs.kind, world_dest);
     MessageBuffer mb;
     rc = make_message_buffer(const_cast<void *>(buf), count, type, attrs, &mb, &why);
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);

@@ -168,6 +168,10 @@ bool same_node(int world_peer) {
            ctx.node_ids[world_peer] == ctx.node_id;
 }
 
+bool ipc_pull_offered(BufKind kind, int world_peer) {
+    return kind == BufKind::CUDA && context().knobs.ipc && same_node(world_peer);
+}
+
 int world_rank_of(MPI_Comm comm, int rank) {
     if (comm == MPI_COMM_WORLD) return rank;
     int inter = 0;

@@ -174,6 +174,9 @@ void finalize_context();
 
 // True when world rank `peer` runs on this node.
 bool same_node(int world_peer);
+// True when a send of `kind` data to world rank `peer` is offered for an IPC pull: CUDA,
+// a peer on this node, IPC on (BufferAttrs::ipc_offer).
+bool ipc_pull_offered(BufKind kind, int world_peer);
 // The slots a host send buffer is staged through in SHARED mode: shared memory, made on
 // first use (StateLock held), pool_size bytes in chunk_size slots, kept to MPI_Finalize.
 PinnedPool *host_staging_pool();

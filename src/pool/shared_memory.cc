@@ -76,6 +76,7 @@ struct PeerSegments {
     std::unordered_map<void *, PeerKey> by_base;
     std::size_t bytes = 0;
     std::uint64_t clock = 0;
+    std::uint64_t mappings = 0;  // ids handed out (PeerSegment::mapping)
     std::size_t max_segments = kMaxPeerSegments;
     std::size_t bytes_kept = kPeerSegmentBytesKept;
 };
@@ -180,8 +181,7 @@ void *map_peer_segment(int owner_rank, int pid, const SharedLocation &loc, std::
         *why = format("mapping rank %d's staging segment failed: %s", owner_rank, std::strerror(errno));
         return nullptr;
     }
-    static std::uint64_t mappings = 0;
-    PeerSegment segment{base, static_cast<std::size_t>(loc.segment_bytes), ++mappings, 1, ++p.clock};
+    PeerSegment segment{base, static_cast<std::size_t>(loc.segment_bytes), ++p.mappings, 1, ++p.clock};
     p.by_key.emplace(key, segment);
     p.by_base.emplace(base, key);
     p.bytes += segment.bytes;
