@@ -449,15 +449,82 @@ inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_
            host_payload_size(static_cast<long long>(count) * static_cast<long long>(builtin_type_size(type)));
 }
 
+// The plain send and receive (builtin type, plain host memory, nothing in flight or
+// stashed, autodetection off) are tail calls from MPI_Send's and MPI_Recv's entry points,
+// which test for them first and call nothing else themselves: an entry point that may
+// make an ordinary call (the memory-kind lookup, send_common) saves registers and builds
+// its frame before its first test, and that cost about 1.5% of MPICH's 8-byte latency
+// (host_overhead, 2 ranks; DESIGN.md 5 allows 3%). Everything else goes on, again by a
+// tail call, to the *_checked functions below.
+
+// At least an envelope's length: in place; an envelope shows up as exactly its length.
+[[gnu::noinline]] int plain_recv_in_place(void *buf, int count, MPI_Datatype type, int source, int tag,
+                                          MPI_Comm comm, MPI_Status *status) {
+    MPI_Status st;
+    st.MPI_ERROR = MPI_SUCCESS;
+    int rc = PMPI_Recv(buf, count, type, source, tag, comm, &st);
+    if (rc == MPI_SUCCESS && received_bytes(st) == kEnvelopeBytes)
+        return finish_in_place_receive(buf, count, type, st, comm, "MPI_Recv", status);
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc;
+}
+
+// Shorter than an envelope: into a bounce that can hold one, then one short copy.
+[[gnu::noinline]] int plain_recv_short(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                                       MPI_Status *status) {
+    const std::size_t n = static_cast<std::size_t>(count) * builtin_type_size(type);
+    alignas(16) char bounce[kEnvelopeBytes];
+    MPI_Status st;
+    st.MPI_ERROR = MPI_SUCCESS;
+    int rc = PMPI_Recv(bounce, kEnvelopeBytes, MPI_BYTE, source, tag, comm, &st);
+    if (rc != MPI_SUCCESS) return rc;
+    const std::size_t len = received_bytes(st);
+    if (len > n)
+        return deliver_from_bounce(bounce, st, buf, count, type, static_cast<long long>(n), BufferAttrs{}, comm,
+                                   "MPI_Recv", status);
+    copy_short_payload(buf, bounce, len);
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return MPI_SUCCESS;
+}
+
+// A plain receive of any size: which of the two above.
+inline int plain_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                      MPI_Status *status) {
+    if (static_cast<std::size_t>(count) * builtin_type_size(type) >= kEnvelopeBytes)
+        return plain_recv_in_place(buf, count, type, source, tag, comm, status);
+    return plain_recv_short(buf, count, type, source, tag, comm, status);
+}
+
+// The entry points' tests pass when autodetection is off; these repeat them with it
+// (a host pointer is still plain), then take the general path.
+[[gnu::noinline]] int send_checked(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    if (plain_host_send(context(), buf, count, type) && !transfers_in_flight())
+        return PMPI_Send(buf, count, type, dest, tag, comm);
+    return send_common(buf, count, type, dest, tag, comm, SendMode::STANDARD, "MPI_Send", nullptr);
+}
+
+[[gnu::noinline]] int isend_checked(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                    MPI_Request *req) {
+    if (plain_host_send(context(), buf, count, type)) return PMPI_Isend(buf, count, type, dest, tag, comm, req);
+    return send_common(buf, count, type, dest, tag, comm, SendMode::STANDARD, "MPI_Isend", req);
+}
+
+[[gnu::noinline]] int recv_checked(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                                   MPI_Status *status) {
+    if (plain_host_irecv(context(), buf, count, type, source) && !transfers_in_flight())
+        return plain_recv(buf, count, type, source, tag, comm, status);
+    return recv_common(buf, count, type, source, tag, comm, "MPI_Recv", status, nullptr);
+}
+
 }  // namespace
 
 extern "C" {
 
 int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
     const Context &ctx = context();
-    if (plain_host_send(ctx, buf, count, type) && !transfers_in_flight())
+    if (!ctx.cuda_autodetect_active && plain_host_send(ctx, buf, count, type) && !transfers_in_flight())
         return PMPI_Send(buf, count, type, dest, tag, comm);
-    return send_common(buf, count, type, dest, tag, comm, SendMode::STANDARD, "MPI_Send", nullptr);
+    return send_checked(buf, count, type, dest, tag, comm);
 }
 int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
     return send_common(buf, count, type, dest, tag, comm, SendMode::BUFFERED, "MPI_Bsend", nullptr);
@@ -469,8 +536,10 @@ int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
     return send_common(buf, count, type, dest, tag, comm, SendMode::READY, "MPI_Rsend", nullptr);
 }
 int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
-    if (plain_host_send(context(), buf, count, type)) return PMPI_Isend(buf, count, type, dest, tag, comm, req);
-    return send_common(buf, count, type, dest, tag, comm, SendMode::STANDARD, "MPI_Isend", req);
+    const Context &ctx = context();
+    if (!ctx.cuda_autodetect_active && plain_host_send(ctx, buf, count, type))
+        return PMPI_Isend(buf, count, type, dest, tag, comm, req);
+    return isend_checked(buf, count, type, dest, tag, comm, req);
 }
 int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
     return send_common(buf, count, type, dest, tag, comm, SendMode::BUFFERED, "MPI_Ibsend", req);
@@ -482,34 +551,10 @@ int MPI_Irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
     return send_common(buf, count, type, dest, tag, comm, SendMode::READY, "MPI_Irsend", req);
 }
 int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status) {
-    // The commonest receive (builtin type, plain host memory, nothing in flight or
-    // stashed) in the entry point's own small frame, as MPI_Send does.
     const Context &ctx = context();
-    if (plain_host_irecv(ctx, buf, count, type, source) && !transfers_in_flight()) {
-        const std::size_t n = static_cast<std::size_t>(count) * builtin_type_size(type);
-        MPI_Status st;
-        st.MPI_ERROR = MPI_SUCCESS;
-        if (n >= kEnvelopeBytes) {
-            // In place; an envelope shows up as exactly its length.
-            int rc = PMPI_Recv(buf, count, type, source, tag, comm, &st);
-            if (rc == MPI_SUCCESS && received_bytes(st) == kEnvelopeBytes)
-                return finish_in_place_receive(buf, count, type, st, comm, "MPI_Recv", status);
-            if (status != MPI_STATUS_IGNORE) *status = st;
-            return rc;
-        }
-        // Shorter than an envelope: into a bounce that can hold one, then one copy.
-        char bounce[kEnvelopeBytes];
-        int rc = PMPI_Recv(bounce, kEnvelopeBytes, MPI_BYTE, source, tag, comm, &st);
-        if (rc != MPI_SUCCESS) return rc;
-        const std::size_t len = received_bytes(st);
-        if (len > n)
-            return deliver_from_bounce(bounce, st, buf, count, type, static_cast<long long>(n), BufferAttrs{}, comm,
-                                       "MPI_Recv", status);
-        if (len) std::memcpy(buf, bounce, len);
-        if (status != MPI_STATUS_IGNORE) *status = st;
-        return MPI_SUCCESS;
-    }
-    return recv_common(buf, count, type, source, tag, comm, "MPI_Recv", status, nullptr);
+    if (!ctx.cuda_autodetect_active && plain_host_irecv(ctx, buf, count, type, source) && !transfers_in_flight())
+        return plain_recv(buf, count, type, source, tag, comm, status);
+    return recv_checked(buf, count, type, source, tag, comm, status);
 }
 int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request *req) {
     // Checked here too: recv_common's frame (bounce buffers on the stack) costs more than
