@@ -118,23 +118,25 @@ std::uint64_t local_pid_namespace();
 bool looks_like_envelope(const void *buf, std::size_t bytes);
 
 // Copies a payload shorter than an envelope out of the bounce buffer it landed in (every
-// receive smaller than an envelope lands in one). Inline, in moves of 16 bytes or fewer
-// that may overlap: a call to memcpy for 8 bytes cost 1 ns of MPI_Recv's 8-byte path on
-// the dev machine, a quarter of what libmpiacc adds to it.
+// receive smaller than an envelope lands in one). Up to 16 bytes inline, in two moves that
+// may overlap; a call to memcpy for 8 bytes cost 1 ns of the dev machine's 4-5 ns of
+// MPI_Recv overhead. Longer ones are memcpy's: 16-byte moves up to 200 bytes measured no
+// better at 32-256 B on the GPU machine (bench/results/explore-2026-11-25-h100-s17.txt).
 inline void copy_short_payload(void *dst, const void *src, std::size_t n) {
     char *d = static_cast<char *>(dst);
     const char *s = static_cast<const char *>(src);
-    if (n >= 16) {
-        for (std::size_t i = 0; i + 16 < n; i += 16) std::memcpy(d + i, s + i, 16);
-        std::memcpy(d + n - 16, s + n - 16, 16);
+    if (n > 16) {
+        std::memcpy(d, s, n);
     } else if (n >= 8) {
         std::memcpy(d, s, 8);
         std::memcpy(d + n - 8, s + n - 8, 8);
     } else if (n >= 4) {
         std::memcpy(d, s, 4);
         std::memcpy(d + n - 4, s + n - 4, 4);
-    } else {
-        for (std::size_t i = 0; i < n; ++i) d[i] = s[i];
+    } else if (n > 0) {
+        d[0] = s[0];
+        d[n / 2] = s[n / 2];
+        d[n - 1] = s[n - 1];
     }
 }
 
