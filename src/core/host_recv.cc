@@ -135,15 +135,6 @@ void settle_record(HostRecv *rec) {
     if (rec->state == HostRecv::State::POSTED) ctx.pending.remove();
 }
 
-// A builtin type's payload of n bytes from the landing area to the user's buffer; the
-// short ones (those in `small`) without a call to memcpy.
-void copy_out(HostRecv *rec, std::size_t n) {
-    if (n < kEnvelopeBytes)
-        copy_short_payload(rec->buf, rec->landing(), n);
-    else
-        std::memcpy(rec->buf, rec->landing(), n);
-}
-
 // What the record's matching receive brought: true for an envelope; otherwise the payload
 // is delivered into the user's buffer with its final status and error (as RecvOp's
 // on_matched/deliver_payload do for host memory).
@@ -166,7 +157,7 @@ bool take_matched(HostRecv *rec, MPI_Status st) {
     if (err != MPI_SUCCESS || n != len) set_status(&st, st.MPI_SOURCE, st.MPI_TAG, n, err, false);
     if (!rec->in_place && n > 0) {
         if (rec->builtin)
-            copy_out(rec, n);
+            copy_bounced_payload(rec->buf, rec->landing(), n);
         else
             unpack_range(rec->landing(), n, rec->buf, rec->count, rec->datatype, 0);
     }
@@ -285,7 +276,7 @@ bool complete_host_recv_fast(HostRecv *rec, const MPI_Status &mpich_status, int 
     if (rec->state != HostRecv::State::POSTED || !rec->builtin || mpich_rc != MPI_SUCCESS || len == kEnvelopeBytes ||
         len > rec->bytes || status_cancelled(mpich_status))
         return false;
-    if (!rec->in_place) copy_out(rec, len);
+    if (!rec->in_place) copy_bounced_payload(rec->buf, rec->landing(), len);
     *status = mpich_status;
     Context &ctx = context();
     ctx.host_recvs.unindex(rec);

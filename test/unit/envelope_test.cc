@@ -37,15 +37,15 @@ TEST(Envelope, DataTagsAvoidTheControlTagAndStayWithinTagUb) {
     }
 }
 
-TEST(Envelope, ShortPayloadCopyTakesExactlyItsBytesAtAnyAlignment) {
-    // Every length a bounced payload can have, from unaligned sources and destinations:
-    // the overlapping word moves must write the payload and nothing past it.
+TEST(Envelope, BouncedPayloadCopyTakesExactlyItsBytesAtAnyAlignment) {
+    // Every length a short receive's payload can have, from unaligned sources and
+    // destinations: the overlapping moves must write the payload and nothing past it.
     unsigned char src[kEnvelopeBytes + 16], dst[kEnvelopeBytes + 32];
     for (std::size_t i = 0; i < sizeof src; ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);
     for (std::size_t off = 0; off < 8; off += 3) {
         for (std::size_t n = 0; n < kEnvelopeBytes; ++n) {
             std::memset(dst, 0xEE, sizeof dst);
-            copy_short_payload(dst + 8 + off, src + off, n);
+            copy_bounced_payload(dst + 8 + off, src + off, n);
             ASSERT_EQ(std::memcmp(dst + 8 + off, src + off, n), 0) << "n " << n << " offset " << off;
             for (std::size_t i = 0; i < 8 + off; ++i) ASSERT_EQ(dst[i], 0xEE) << "before, n " << n;
             for (std::size_t i = 8 + off + n; i < sizeof dst; ++i) ASSERT_EQ(dst[i], 0xEE) << "after, n " << n;
