@@ -178,8 +178,9 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     // A blocking call makes every copy of a device buffer before it returns.
     attrs.within_call = request == nullptr;
     // Inside a node a CUDA buffer is pulled by the receiver (one copy) rather than
-    // staged on both sides (two copies).
-    const int world_dest = attrs.kind == BufKind::HOST ? -1 : world_rank_of(comm, dest);
+    // staged on both sides (two copies). Only a CUDA send needs the peer's world rank
+    // (on another communicator, five PMPI group calls).
+    const int world_dest = attrs.kind == BufKind::CUDA ? world_rank_of(comm, dest) : -1;
     attrs.ipc_offer = ipc_pull_offered(attrs.kind, world_dest);
     MessageBuffer mb;
     rc = make_message_buffer(const_cast<void *>(buf), count, type, attrs, &mb, &why);
