@@ -29,6 +29,12 @@
  * each timed MPI_Isend follows an untimed one of this many bytes, same buffer and type,
  * as in an application that sends in a loop. */
 #define WARM_BYTES 4096
+/* The receiver then says it is ready (an empty host message) once it has checked the
+ * previous message and set up the next buffer. Without this the timed MPI_Isend ran while
+ * the other rank, on the same host, downloaded and checked the previous 64 MiB twice and
+ * freed it: every call inside MPI_Isend ran 5-20x slower (cudaGetDevice 1.6-2 us,
+ * PMPI_Isend of the 200-byte envelope 25-32 us), and 64 MiB read 50-95 us against 8-30 us
+ * at 4 KiB, with either OpenCL platform and none (bench/results/explore-2026-11-25-h100-s18.txt). */
 #define STALE 0xee                 /* what a send buffer holds before the kernel writes it */
 
 /* ------------------------------------------------------------------ run-time kernels */
@@ -166,10 +172,16 @@ static void check_seed(const void *dev, size_t n, uint64_t seed, const char *wha
              bad == (size_t)-1 ? 0 : got[bad], bad != (size_t)-1 && got[bad] == STALE ? ", the stale value" : "");
 }
 
-/* The receiving side of one message: a device buffer of n bytes, checked against seed. */
-static void recv_seeded(size_t n, int src, int tag, uint64_t seed, const char *what) {
+/* A device buffer for one message of n bytes, guard included, all sentinel. */
+static unsigned char *recv_buffer(size_t n) {
     unsigned char *d = gpu_malloc(n + GPU_GUARD);
     gpu_memset(d, GPU_SENTINEL, n + GPU_GUARD);
+    return d;
+}
+
+/* The receiving side of one message into d from recv_buffer(n), checked against seed;
+ * frees d. */
+static void recv_seeded_into(unsigned char *d, size_t n, int src, int tag, uint64_t seed, const char *what) {
     MPI_Status st;
     MCK(MPI_Recv(d, (int)n, MPI_CHAR, src, tag, W, &st));
     GPU_CHECK_STATUS(st, src, tag, n, "%s", what);
@@ -177,6 +189,11 @@ static void recv_seeded(size_t n, int src, int tag, uint64_t seed, const char *w
     const unsigned char *got = gpu_download(d, n + GPU_GUARD);
     GPU_CHECK_UNTOUCHED(got + n, GPU_GUARD, GPU_SENTINEL, "%s: past the message", what);
     CK(cudaFree(d));
+}
+
+/* The receiving side of one message: a device buffer of n bytes, checked against seed. */
+static void recv_seeded(size_t n, int src, int tag, uint64_t seed, const char *what) {
+    recv_seeded_into(recv_buffer(n), n, src, tag, seed, what);
 }
 
 /* A message of n bytes that must hold STALE throughout (a send before the kernel wrote). */
@@ -231,8 +248,9 @@ static void c_kernels_spin_and_fill(void) {
 /* MPI_Isend with a dependency (stream, or event recorded after the kernel) returns at
  * once while the kernel runs; the receiver gets the kernel's bytes. One warm-up message
  * per size first (device state, IPC export), then five timed trials behind a 10 ms kernel
- * (TIMED_SPIN_NS), each right after an untimed 4 KiB send (WARM_BYTES); the fastest must
- * be under 50 us and every trial must return while the kernel still runs. */
+ * (TIMED_SPIN_NS), each right after an untimed 4 KiB send (WARM_BYTES) and the receiver's
+ * empty "ready" message; the fastest must be under 50 us and every trial must return while
+ * the kernel still runs. Tags: tagbase + 10k (+1..5) data, +50.. untimed, +80.. ready. */
 static void isend_with_dependency(int use_event, int tagbase) {
     static const size_t sz[] = {4 * KiB, MiB + 3, 64 * MiB};
     const int ns = 3, trials = 5;
@@ -255,6 +273,7 @@ static void isend_with_dependency(int use_event, int tagbase) {
                 gpu_memset(d, STALE, n);
                 MCK(MPI_Isend(d, WARM_BYTES, t, 1, tagbase + 50 + 10 * k + tr, W, &r));
                 gpu_wait(&r, MPI_STATUS_IGNORE, "untimed Isend before a timed one");
+                MCK(MPI_Recv(NULL, 0, MPI_BYTE, 1, tagbase + 80 + 5 * k + tr, W, MPI_STATUS_IGNORE));
                 launch_spin(ustream, TIMED_SPIN_NS);
                 launch_fill(ustream, d, n, 2000 + 10 * k + tr);
                 if (use_event) CK(cudaEventRecord(ev, ustream));
@@ -282,8 +301,11 @@ static void isend_with_dependency(int use_event, int tagbase) {
         } else {
             recv_seeded(n, 0, tagbase + 10 * k, 1000 + k, "warm-up message");
             for (int tr = 0; tr < trials; ++tr) {
+                unsigned char *d = recv_buffer(n);
                 recv_stale(WARM_BYTES, 0, tagbase + 50 + 10 * k + tr, "untimed message before a timed one");
-                recv_seeded(n, 0, tagbase + 10 * k + 1 + tr, 2000 + 10 * k + tr, "message written by the kernel");
+                MCK(MPI_Send(NULL, 0, MPI_BYTE, 0, tagbase + 80 + 5 * k + tr, W));
+                recv_seeded_into(d, n, 0, tagbase + 10 * k + 1 + tr, 2000 + 10 * k + tr,
+                                 "message written by the kernel");
             }
         }
     }
