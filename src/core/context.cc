@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <unistd.h>
+
 #include "accel/accel.h"
 #include "core/buffer_desc.h"
 #include "core/chunk_trace.h"
@@ -77,6 +79,7 @@ int initialize_context(int provided_thread_level) {
     if (flag && tag_ub) ctx.tag_ub = *tag_ub;
     ctx.node_id = local_node_id();
     ctx.pid_namespace = local_pid_namespace();
+    ctx.pid = static_cast<int>(getpid());
     // Who shares this node decides, before any envelope, whether a device send may take
     // the IPC pull rather than the staged eager path.
     ctx.node_ids.assign(ctx.world_size, 0);

@@ -78,6 +78,7 @@ public:
     int tag_ub = 32767;
     std::uint64_t node_id = 0;
     std::uint64_t pid_namespace = 0;      // local_pid_namespace(), read at init
+    int pid = 0;                          // getpid(), read at init: envelopes carry it
     std::vector<std::uint64_t> node_ids;  // by world rank: who shares this node
     // SHARED mode's slots for host send buffers (host_staging_pool()).
     std::unique_ptr<PinnedPool> host_staging;

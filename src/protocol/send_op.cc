@@ -2,8 +2,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include <unistd.h>
-
 #include "core/chunk_trace.h"
 #include "core/context.h"
 #include "core/counters.h"
@@ -45,7 +43,7 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
         (op->source_.device ? op->source_.device->staging_pool()->shared()
                             : op->source_.kind == BufKind::HOST && host_staging_pool()->shared())) {
         e.flags |= kEnvelopeSharedStaging;
-        e.shared.pid = static_cast<std::int32_t>(getpid());
+        e.shared.pid = ctx.pid;
         e.shared.pid_namespace = ctx.pid_namespace;
     }
 
