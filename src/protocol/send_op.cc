@@ -34,7 +34,10 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
     e.chunk_size = static_cast<std::uint32_t>(ctx.knobs.chunk_size);
     e.depth = static_cast<std::uint16_t>(std::max<long>(2, ctx.knobs.pipeline_depth));
     e.node_id = ctx.node_id;
-    if (op->source_.device && ctx.knobs.ipc && op->source_.device->ipc_export(&e.ipc)) e.flags |= kEnvelopeHasIpc;
+    // Only to a peer on this node: a receiver elsewhere could not open the handles, and
+    // exporting a pending dependency costs a wait and a second event record on our stream.
+    if (op->source_.device && ipc_pull_offered(op->source_.kind, op->peer_) && op->source_.device->ipc_export(&e.ipc))
+        e.flags |= kEnvelopeHasIpc;
     if ((e.flags & kEnvelopeHasIpc) && stages_after_decline) e.flags |= kEnvelopeStagesAfterDecline;
     // Staging slots a receiver on this node can copy out of itself. Asking the pool
     // makes its first allocation, which a transfer this size would make anyway (for a
