@@ -1,0 +1,154 @@
+/* Collectives move host data only until ROADMAP 2. A device buffer (a datatype tagged
+ * MPIX_ACC_BUF_CUDA or MPIX_ACC_BUF_OPENCL) in an argument significant at the calling rank
+ * gets MPI_ERR_UNSUPPORTED_OPERATION through the communicator's error handler, with a
+ * message naming the call and the argument; MPICH never sees the buffer (it would read a
+ * cl_mem handle or a device pointer as host memory). Every rank passes the same kind of
+ * buffer, so every rank fails locally and none waits in the collective. Arguments that
+ * are not significant (a non-root's receive side of a gather) are not looked at, and
+ * MPI_IN_PLACE is fine. Traffic afterwards is unaffected.
+ * MPIACC-TEST-RANKS: 2 */
+#include "opencl_util.h"
+
+#define W MPI_COMM_WORLD
+
+/* rc is MPI_ERR_UNSUPPORTED_OPERATION and its string names `call`, `arg` and, when given,
+ * `cause`. */
+static void check_refused(int rc, const char *call, const char *arg, const char *cause) {
+    MT_CHECK(rc != MPI_SUCCESS && p2p_class(rc) == MPI_ERR_UNSUPPORTED_OPERATION,
+             "%s: class %d, expected MPI_ERR_UNSUPPORTED_OPERATION (%d)", call, rc == MPI_SUCCESS ? 0 : p2p_class(rc),
+             MPI_ERR_UNSUPPORTED_OPERATION);
+    if (rc == MPI_SUCCESS) return;
+    char s[MPI_MAX_ERROR_STRING + 1] = "";
+    int len = 0;
+    MPI_Error_string(rc, s, &len);
+    MT_CHECK(strstr(s, call) != NULL, "the error string does not name %s: \"%s\"", call, s);
+    MT_CHECK(strstr(s, arg) != NULL, "%s: the error string does not name %s: \"%s\"", call, arg, s);
+    if (cause) MT_CHECK(strstr(s, cause) != NULL, "%s: the error string does not say \"%s\": \"%s\"", call, cause, s);
+}
+
+/* Every collective with `buf` described by `t` in the arguments named; `cause` as above. */
+static void refuse_everywhere(void *buf, MPI_Datatype t, MPI_Comm ring, const char *cause) {
+    int host[4] = {0, 0, 0, 0}, counts[2] = {1, 1}, displs[2] = {0, 1};
+    MPI_Datatype types[2] = {t, t};
+    MPI_Request q = MPI_REQUEST_NULL;
+    check_refused(MPI_Bcast(buf, 1, t, 0, W), "MPI_Bcast", "buffer", cause);
+    check_refused(MPI_Reduce(buf, host, 1, t, MPI_BOR, 0, W), "MPI_Reduce", "sendbuf", cause);
+    /* one type describes both buffers of a reduction: the send side is found first */
+    check_refused(MPI_Allreduce(host, buf, 1, t, MPI_BOR, W), "MPI_Allreduce", "sendbuf", cause);
+    check_refused(MPI_Gather(buf, 1, t, host, 1, MPI_BYTE, 0, W), "MPI_Gather", "sendbuf", cause);
+    check_refused(MPI_Scatter(host, 1, MPI_BYTE, buf, 1, t, 0, W), "MPI_Scatter", "recvbuf", cause);
+    check_refused(MPI_Allgather(host, 1, MPI_BYTE, buf, 1, t, W), "MPI_Allgather", "recvbuf", cause);
+    check_refused(MPI_Alltoall(buf, 1, t, host, 1, MPI_BYTE, W), "MPI_Alltoall", "sendbuf", cause);
+    check_refused(MPI_Alltoallw(buf, counts, displs, types, host, counts, displs, types, W), "MPI_Alltoallw", "sendbuf",
+                  cause);
+    check_refused(MPI_Reduce_scatter_block(buf, host, 1, t, MPI_BOR, W), "MPI_Reduce_scatter_block", "sendbuf", cause);
+    check_refused(MPI_Scan(buf, host, 1, t, MPI_BOR, W), "MPI_Scan", "sendbuf", cause);
+    check_refused(MPI_Neighbor_allgather(buf, 1, t, host, 1, MPI_BYTE, ring), "MPI_Neighbor_allgather", "sendbuf",
+                  cause);
+    check_refused(MPI_Ibcast(buf, 1, t, 0, W, &q), "MPI_Ibcast", "buffer", cause);
+    check_refused(MPI_Iallreduce(buf, host, 1, t, MPI_BOR, W, &q), "MPI_Iallreduce", "sendbuf", cause);
+    check_refused(MPI_Ialltoallw(host, counts, displs, types, buf, counts, displs, types, W, &q), "MPI_Ialltoallw",
+                  "sendbuf", cause);
+    check_refused(MPI_Reduce_local(buf, host, 1, t, MPI_BOR), "MPI_Reduce_local", "inbuf", cause);
+    MT_CHECK(q == MPI_REQUEST_NULL, "a refused nonblocking collective set its request");
+}
+
+/* A host Bcast and Allreduce, and a message rank 0 -> rank 1, all as usual. */
+static void traffic_as_usual(int tag) {
+    int v = mt_rank == 0 ? 1234 : -1, one = 1, sum = 0;
+    MT_CHECK(MPI_Bcast(&v, 1, MPI_INT, 0, W) == MPI_SUCCESS && v == 1234, "MPI_Bcast afterwards gave %d", v);
+    MT_CHECK(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, W) == MPI_SUCCESS && sum == mt_size,
+             "MPI_Allreduce afterwards gave %d", sum);
+    unsigned char m[64], r[64];
+    mt_fill(m, sizeof m, (uint64_t)tag);
+    if (mt_rank == 0) MPI_Send(m, sizeof m, MPI_BYTE, 1, tag, W);
+    if (mt_rank == 1) {
+        MPI_Status st;
+        MPI_Recv(r, sizeof r, MPI_BYTE, 0, tag, W, &st);
+        P2P_CHECK_STATUS(st, 0, tag, sizeof m);
+        P2P_CHECK_BYTES(r, sizeof r, (uint64_t)tag, "message after the refusals");
+    }
+}
+
+static int handler_calls, handler_class;
+static void count_errors(MPI_Comm *comm, int *code, ...) {
+    (void)comm;
+    ++handler_calls;
+    MPI_Error_class(*code, &handler_class);
+}
+
+int main(int argc, char **argv) {
+    MT_INIT(&argc, &argv);
+    MPI_Comm_set_errhandler(W, MPI_ERRORS_RETURN);
+    MPI_Comm ring;
+    {
+        int dims[1] = {mt_size}, periods[1] = {1};
+        MPI_Cart_create(W, 1, dims, periods, 0, &ring);
+        MPI_Comm_set_errhandler(ring, MPI_ERRORS_RETURN);
+    }
+    MPI_Datatype cuda_t;
+    MPI_Type_dup(MPI_BYTE, &cuda_t);
+    MPI_Type_set_attr(cuda_t, MPIX_ACC_BUF_TYPE, (void *)(long)MPIX_ACC_BUF_CUDA);
+    int host[4] = {0, 0, 0, 0};
+
+    /* Without a usable CUDA device the refusal is MPI-ACC's "no usable CUDA device"; with
+     * one, "collectives on device buffers": the same class either way. */
+    MT_CASE("collectives_refuse_cuda_tagged_buffers_naming_call_and_argument") {
+        refuse_everywhere(host, cuda_t, ring, NULL);
+        traffic_as_usual(4001);
+    }
+
+    MT_CASE("arguments_not_significant_here_and_in_place_are_not_refused") {
+        int mine = 10 + mt_rank, all[2] = {-1, -1}, part = -1;
+        /* Non-roots' receive side of a gather and send side of a scatter: any type. */
+        int rc = MPI_Gather(&mine, 1, MPI_INT, mt_rank == 0 ? (void *)all : NULL, 1,
+                            mt_rank == 0 ? MPI_INT : cuda_t, 0, W);
+        MT_CHECK(rc == MPI_SUCCESS, "MPI_Gather with a device type at a non-root's recvbuf: class %d", p2p_class(rc));
+        if (mt_rank == 0) MT_CHECK(all[0] == 10 && all[1] == 11, "MPI_Gather gave %d %d", all[0], all[1]);
+        int src[2] = {20, 21};
+        rc = MPI_Scatter(mt_rank == 0 ? (void *)src : NULL, 1, mt_rank == 0 ? MPI_INT : cuda_t, &part, 1, MPI_INT, 0,
+                         W);
+        MT_CHECK(rc == MPI_SUCCESS && part == 20 + mt_rank, "MPI_Scatter: class %d, part %d",
+                 rc == MPI_SUCCESS ? 0 : p2p_class(rc), part);
+        int v = 1 + mt_rank;
+        rc = MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_SUM, W);
+        MT_CHECK(rc == MPI_SUCCESS && v == 3, "MPI_Allreduce(MPI_IN_PLACE): class %d, %d",
+                 rc == MPI_SUCCESS ? 0 : p2p_class(rc), v);
+    }
+
+    MT_CASE("a_refusal_goes_through_the_communicators_error_handler") {
+        MPI_Comm c;
+        MPI_Errhandler eh;
+        MPI_Comm_dup(W, &c);
+        MPI_Comm_create_errhandler(count_errors, &eh);
+        MPI_Comm_set_errhandler(c, eh);
+        handler_calls = 0;
+        handler_class = -1;
+        int rc = MPI_Allreduce(host, host + 1, 1, cuda_t, MPI_BOR, c);
+        MT_CHECK(p2p_class(rc) == MPI_ERR_UNSUPPORTED_OPERATION, "MPI_Allreduce: class %d", p2p_class(rc));
+        MT_CHECK(handler_calls == 1 && handler_class == MPI_ERR_UNSUPPORTED_OPERATION,
+                 "the handler ran %d times (class %d)", handler_calls, handler_class);
+        MPI_Errhandler_free(&eh);
+        MPI_Comm_free(&c);
+    }
+
+    static const char *cl_cases[] = {"collectives_refuse_cl_mem_buffers_naming_call_and_argument"};
+    ocl_env e = ocl_setup();
+    if (!ocl_all_ok(&e)) {
+        mt_skip(cl_cases[0], "no usable OpenCL platform");
+    } else {
+        MT_CASE(cl_cases[0]) {
+            cl_mem m = ocl_alloc(&e, 64);
+            MPI_Datatype t = ocl_type(&e);
+            refuse_everywhere((void *)m, t, ring, "collectives on device buffers are not supported");
+            MPI_Type_free(&t);
+            clReleaseMemObject(m);
+            traffic_as_usual(4002);
+        }
+    }
+    ocl_teardown(&e);
+
+    MPI_Type_free(&cuda_t);
+    MPI_Comm_free(&ring);
+    return mt_finalize();
+}
