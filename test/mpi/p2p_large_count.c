@@ -1,0 +1,113 @@
+/* MPI-4's large-count point-to-point calls (MPI_Send_c, MPI_Recv_c, ...) take the paths
+ * of their int twins. A large-count receive of a message sent by rendezvous gets the data,
+ * not the envelope; MPI-ACC attributes hold for a count above INT_MAX (carried on the
+ * one-element contiguous type it becomes); and a message of more than INT_MAX elements
+ * arrives whole, with status and MPI_Get_count_c as MPICH gives them.
+ * MPIACC-TEST-RANKS: 2 */
+#include "p2p_util.h"
+#include <limits.h>
+#include <mpiacc.h>
+
+#define W MPI_COMM_WORLD
+
+/* Fast pattern for multi-GiB buffers: word i holds i * K + seed. */
+static void fill_words(uint64_t *w, size_t n, uint64_t seed) {
+    for (size_t i = 0; i < n; ++i) w[i] = i * 0x9E3779B97F4A7C15ull + seed;
+}
+static size_t first_bad_word(const uint64_t *w, size_t n, uint64_t seed) {
+    for (size_t i = 0; i < n; ++i)
+        if (w[i] != i * 0x9E3779B97F4A7C15ull + seed) return i;
+    return (size_t)-1;
+}
+
+int main(int argc, char **argv) {
+    MT_INIT(&argc, &argv);
+    MPI_Comm_set_errhandler(W, MPI_ERRORS_RETURN);
+
+    MT_CASE("recv_c_of_a_rendezvous_message_gets_the_data_not_the_envelope") {
+        const size_t n = P2P_RNDV_BYTES;
+        const int tag = 5001;
+        unsigned char *buf = p2p_alloc(n);
+        if (mt_rank == 0) {
+            mt_fill(buf, n, tag);
+            /* an int send: MPI-ACC's envelope, whatever the receive's count type */
+            MT_CHECK(MPI_Send(buf, (int)n, MPI_BYTE, 1, tag, W) == MPI_SUCCESS, "MPI_Send failed");
+            MPI_Request q;
+            MT_CHECK(MPI_Isend_c(buf, (MPI_Count)n, MPI_BYTE, 1, tag + 1, W, &q) == MPI_SUCCESS, "MPI_Isend_c failed");
+            MPI_Wait(&q, MPI_STATUS_IGNORE);
+        } else if (mt_rank == 1) {
+            MPI_Status st;
+            MPI_Count got = -1;
+            memset(buf, 0, n);
+            MT_CHECK(MPI_Recv_c(buf, (MPI_Count)n + 100, MPI_BYTE, 0, tag, W, &st) == MPI_SUCCESS, "MPI_Recv_c failed");
+            MPI_Get_count_c(&st, MPI_BYTE, &got);
+            MT_CHECK(got == (MPI_Count)n, "MPI_Recv_c: count %lld, expected %zu", (long long)got, n);
+            P2P_CHECK_BYTES(buf, n, tag, "MPI_Recv_c payload");
+            MPI_Request q;
+            memset(buf, 0, n);
+            MT_CHECK(MPI_Irecv_c(buf, (MPI_Count)n, MPI_BYTE, 0, tag + 1, W, &q) == MPI_SUCCESS, "MPI_Irecv_c failed");
+            MPI_Wait(&q, &st);
+            P2P_CHECK_STATUS(st, 0, tag + 1, n);
+            P2P_CHECK_BYTES(buf, n, tag, "MPI_Irecv_c payload");
+        }
+        free(buf);
+    }
+
+    /* A type of size 0 makes a count above INT_MAX cost no memory. Tagged with an unknown
+     * buffer kind, the call must fail as the int call does (MPI_ERR_ARG): the attribute
+     * went with the count. Untagged, it is an empty message. */
+    MT_CASE("count_above_int_max_keeps_the_types_mpiacc_attributes") {
+        const MPI_Count big = (MPI_Count)INT_MAX + 7;
+        const int tag = 5003;
+        MPI_Datatype empty, tagged;
+        MPI_Type_contiguous(0, MPI_INT, &empty);
+        MPI_Type_commit(&empty);
+        MPI_Type_dup(empty, &tagged);
+        MPI_Type_set_attr(tagged, MPIX_ACC_BUF_TYPE, (void *)42L);
+        int x = 0;
+        if (mt_rank == 0) {
+            int rc = MPI_Send_c(&x, big, tagged, 1, tag, W);
+            MT_CHECK(rc != MPI_SUCCESS && p2p_class(rc) == MPI_ERR_ARG, "MPI_Send_c with an unknown kind: class %d",
+                     rc == MPI_SUCCESS ? 0 : p2p_class(rc));
+            MT_CHECK(MPI_Send_c(&x, big, empty, 1, tag, W) == MPI_SUCCESS, "MPI_Send_c of an empty type failed");
+        } else if (mt_rank == 1) {
+            MPI_Status st;
+            MPI_Count got = -1;
+            int rc = MPI_Recv_c(&x, big, empty, 0, tag, W, &st);
+            MT_CHECK(rc == MPI_SUCCESS, "MPI_Recv_c of an empty type: class %d", rc == MPI_SUCCESS ? 0 : p2p_class(rc));
+            MPI_Get_count_c(&st, MPI_BYTE, &got);
+            MT_CHECK(got == 0 && st.MPI_SOURCE == 0 && st.MPI_TAG == tag, "status: %lld bytes from %d tag %d",
+                     (long long)got, st.MPI_SOURCE, st.MPI_TAG);
+        }
+        MPI_Type_free(&tagged);
+        MPI_Type_free(&empty);
+    }
+
+    /* 2 GiB + 16 bytes as MPI_BYTE: more elements than an int holds, through the host
+     * rendezvous (one element of a contiguous type, then MPICH's large-count data path). */
+    MT_CASE("more_than_int_max_elements_arrive_whole") {
+        const size_t n = ((size_t)1 << 31) + 16;
+        const int tag = 5005;
+        uint64_t *w = malloc(n);
+        int have = w != NULL, all = 0;
+        MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, W);
+        if (!all) {
+            MT_CHECK(0, "could not allocate 2 GiB on every rank");
+        } else if (mt_rank == 0) {
+            fill_words(w, n / 8, tag);
+            MT_CHECK(MPI_Send_c(w, (MPI_Count)n, MPI_BYTE, 1, tag, W) == MPI_SUCCESS, "MPI_Send_c of 2 GiB failed");
+        } else if (mt_rank == 1) {
+            MPI_Status st;
+            MPI_Count got = -1;
+            memset(w, 0, n);
+            MT_CHECK(MPI_Recv_c(w, (MPI_Count)n, MPI_BYTE, 0, tag, W, &st) == MPI_SUCCESS, "MPI_Recv_c of 2 GiB failed");
+            MPI_Get_count_c(&st, MPI_BYTE, &got);
+            MT_CHECK(got == (MPI_Count)n, "count %lld, expected %zu", (long long)got, n);
+            size_t bad = first_bad_word(w, n / 8, tag);
+            MT_CHECK(bad == (size_t)-1, "first wrong word at %zu of %zu", bad, n / 8);
+        }
+        free(w);
+    }
+
+    return mt_finalize();
+}
