@@ -30,6 +30,10 @@ int run_to_completion(Op *op);
 // Waits for an MPICH request while keeping MPI-ACC transfers moving.
 int wait_mpich_request(MPI_Request *req, MPI_Status *status);
 
+// Copies the whole device buffer of `mb` to host memory at `out` now, and waits (with
+// progress) for the copy.
+int stage_device_data(MessageBuffer &mb, void *out, const char *call, std::string *why);
+
 // The common send path for every mode, blocking (request == nullptr) or not.
 int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, SendMode mode,
                 const char *call, MPI_Request *request);

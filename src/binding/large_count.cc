@@ -152,6 +152,22 @@ int MPI_Sendrecv_replace_c(void *buf, MPI_Count count, MPI_Datatype type, int de
                   MPI_Sendrecv_replace(buf, n.count(), n.type(), dest, stag, source, rtag, comm, status));
 }
 
+int MPI_Isendrecv_c(const void *sbuf, MPI_Count scount, MPI_Datatype stype, int dest, int stag, void *rbuf,
+                    MPI_Count rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm, MPI_Request *req) {
+    auto large = [&] {
+        return PMPI_Isendrecv_c(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, req);
+    };
+    if (!context().initialized) return large();
+    IntCount s(scount, stype), r(rcount, rtype);
+    if (!s.ok() || !r.ok()) return large();
+    return MPI_Isendrecv(sbuf, s.count(), s.type(), dest, stag, rbuf, r.count(), r.type(), source, rtag, comm, req);
+}
+int MPI_Isendrecv_replace_c(void *buf, MPI_Count count, MPI_Datatype type, int dest, int stag, int source, int rtag,
+                            MPI_Comm comm, MPI_Request *req) {
+    MPIACC_AS_INT(n, count, type, PMPI_Isendrecv_replace_c(buf, count, type, dest, stag, source, rtag, comm, req),
+                  MPI_Isendrecv_replace(buf, n.count(), n.type(), dest, stag, source, rtag, comm, req));
+}
+
 int MPI_Send_init_c(const void *buf, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                     MPI_Request *req) {
     MPIACC_AS_INT(n, count, type, PMPI_Send_init_c(buf, count, type, dest, tag, comm, req),

@@ -48,6 +48,8 @@ int pmpi_send(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
     return wait_mpich_request(&r, MPI_STATUS_IGNORE);
 }
 
+}  // namespace
+
 // Copies the whole device buffer to `out` now and waits: blocking eager sends and
 // MPI_Bsend, whose buffer must be reusable when the call returns.
 int stage_device_data(MessageBuffer &mb, void *out, const char *call, std::string *why) {
@@ -62,6 +64,8 @@ int stage_device_data(MessageBuffer &mb, void *out, const char *call, std::strin
     }
     return MPI_SUCCESS;
 }
+
+namespace {
 
 int finish_blocking_op(Op *op, MPI_Status *status) {
     int rc = run_to_completion(op);
