@@ -326,7 +326,35 @@ static void c_realloc_at_probed_freed_address(void) {
     after_errors(1100);
 }
 
+long long mpiacc_knob_value(const char *name); /* libmpiacc: a knob's value in effect */
+
+/* Collectives take host buffers only (ROADMAP 2): a device pointer, found by pointer
+ * query under a plain type or tagged, is refused before MPICH reads it as host memory.
+ * Every rank passes one, so every rank fails locally. */
+static void c_collectives_refuse_device_buffers(void) {
+    int *d = gpu_malloc(64 * sizeof(int)), host[64] = {0};
+    MPI_Datatype cuda_t = gpu_tagged(MPI_INT, MPIX_ACC_BUF_CUDA);
+    const int autodetect = mpiacc_knob_value("MPIACC_CUDA_AUTODETECT") != 0;
+    const MPI_Datatype types[2] = {cuda_t, MPI_INT};
+    for (int k = 0; k < (autodetect ? 2 : 1); ++k) {
+        MPI_Datatype t = types[k];
+        const char *what = k == 0 ? "tagged device buffer" : "device pointer under MPI_INT (autodetect)";
+        MPI_Request r = MPI_REQUEST_NULL;
+        expect_error(MPI_Allreduce(d, host, 64, t, MPI_SUM, W), MPI_ERR_UNSUPPORTED_OPERATION, "MPI_Allreduce", what);
+        expect_error(MPI_Bcast(d, 64, t, 0, W), MPI_ERR_UNSUPPORTED_OPERATION, "MPI_Bcast", what);
+        expect_error(MPI_Alltoall(host, 32, MPI_INT, d, 32, t, W), MPI_ERR_UNSUPPORTED_OPERATION, "MPI_Alltoall",
+                     what);
+        int rc = MPI_Iallgather(d, 32, t, host, 32, MPI_INT, W, &r);
+        expect_error(rc, MPI_ERR_UNSUPPORTED_OPERATION, "MPI_Iallgather", what);
+        if (rc == MPI_SUCCESS) MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+    MCK(MPI_Type_free(&cuda_t));
+    CK(cudaFree(d));
+    after_errors(1300);
+}
+
 static const gpu_case_t cases[] = {
+    {"collectives_refuse_device_buffers_with_unsupported_operation", c_collectives_refuse_device_buffers, 0},
     {"host_pointer_tagged_cuda_gives_err_buffer", c_host_pointer_tagged_cuda, 0},
     {"stream_of_another_device_gives_err_arg", c_stream_of_another_device, 1},
     {"count_past_end_of_device_allocation_gives_err_count", c_count_past_end, 0},

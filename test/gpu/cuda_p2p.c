@@ -236,6 +236,28 @@ static void exchange_sendrecv(const view_t *S, const view_t *R, int tagbase) {
     view_type_free(R, &rt);
 }
 
+/* MPI_Isendrecv (MPI-4): the same exchange as one nonblocking call. */
+static void exchange_isendrecv(const view_t *S, const view_t *R, int tagbase) {
+    MPI_Datatype st = view_type(S), rt = view_type(R);
+    for (int i = 0; i < NSIZES; ++i) {
+        size_t n = view_bytes(S, sizes[i]);
+        int tag = tagbase + i;
+        msg_t sm, rm;
+        MPI_Request q;
+        MPI_Status s;
+        send_prepare(&sm, S, n, msg_off(tag, mt_rank));
+        recv_prepare(&rm, R, n);
+        MCK(MPI_Isendrecv(sm.p, sm.count, st, gpu_peer, tag, rm.p, rm.count, rt, gpu_peer, tag, W, &q));
+        MCK(MPI_Wait(&q, &s));
+        GPU_CHECK_STATUS(s, gpu_peer, tag, n, "MPI_Isendrecv %s <- %s, %zu bytes", R->name, S->name, n);
+        recv_check(&rm, n, msg_off(tag, gpu_peer), "MPI_Isendrecv", n);
+        msg_free(&sm);
+        msg_free(&rm);
+    }
+    view_type_free(S, &st);
+    view_type_free(R, &rt);
+}
+
 /* ------------------------------------------------------------------ cases: pairings */
 
 static void c_send_recv_host_to_cuda_tagged(void) { blocking_both_ways(&HOST_PLAIN, &CUDA_TAGGED, 1000); }
@@ -267,6 +289,8 @@ static void c_isend_irecv_pinned_to_cuda(void) { exchange_nonblocking(&PINNED_PL
 static void c_sendrecv_cuda_to_cuda(void) { exchange_sendrecv(&CUDA_TAGGED, &CUDA_AUTO, 3700); }
 static void c_sendrecv_host_to_cuda(void) { exchange_sendrecv(&HOST_PLAIN, &CUDA_TAGGED, 3800); }
 static void c_sendrecv_cuda_to_host(void) { exchange_sendrecv(&CUDA_AUTO, &HOST_PLAIN, 3900); }
+static void c_isendrecv_cuda_to_cuda(void) { exchange_isendrecv(&CUDA_TAGGED, &CUDA_AUTO, 9000); }
+static void c_isendrecv_host_to_cuda(void) { exchange_isendrecv(&HOST_PLAIN, &CUDA_TAGGED, 9200); }
 
 /* ------------------------------------------------------------------ cases: patterns */
 
@@ -921,6 +945,8 @@ static const gpu_case_t cases[] = {
     {"sendrecv_exchanges_cuda_to_cuda_every_size", c_sendrecv_cuda_to_cuda, 0},
     {"sendrecv_exchanges_host_to_cuda_every_size", c_sendrecv_host_to_cuda, 0},
     {"sendrecv_exchanges_cuda_to_host_every_size", c_sendrecv_cuda_to_host, 0},
+    {"isendrecv_exchanges_cuda_to_cuda_every_size", c_isendrecv_cuda_to_cuda, 0},
+    {"isendrecv_exchanges_host_to_cuda_every_size", c_isendrecv_host_to_cuda, 0},
     {"persistent_recv_init_startall_into_device_fragments_100_steps", c_persistent_device_fragments, 0},
     {"probe_and_iprobe_report_real_size_of_device_messages", c_probe_reports_real_size, 0},
     {"mprobe_improbe_then_mrecv_imrecv_into_device_memory", c_mprobe_mrecv_into_device, 0},
