@@ -12,9 +12,15 @@
 // calls on the communicator. MPI_Comm_dup and MPI_Comm_dup_with_info have nonblocking
 // forms and use those instead.
 //
-// Not covered yet: MPI_Comm_create_group (collective over a group, not a communicator)
-// and MPI_Intercomm_create (the leaders meet on a peer communicator, which a barrier
-// there would wrongly make collective); both need a meeting on a channel of MPI-ACC's own.
+// Two constructors are not collective over one communicator. MPI_Comm_create_group is
+// collective over a group: its members meet through the first of them, with empty
+// messages on Context::meeting_comm (a private duplicate of MPI_COMM_WORLD) under the
+// call's tag. MPI_Intercomm_create is collective over two groups that meet through their
+// leaders: each group meets, the leaders exchange an empty message on meeting_comm,
+// and each group meets again, so that every member knows both groups are inside.
+#include <algorithm>
+#include <vector>
+
 #include "binding/binding.h"
 
 using namespace mpiacc;
@@ -27,6 +33,59 @@ int meet_members(MPI_Comm comm) {
     MPI_Request r;
     int rc = PMPI_Ibarrier(comm, &r);
     return rc != MPI_SUCCESS ? rc : wait_mpich_request(&r, MPI_STATUS_IGNORE);
+}
+
+// Waits for `reqs` (MPICH requests) one after another, MPI-ACC's transfers moving meanwhile.
+int wait_each(std::vector<MPI_Request> &reqs) {
+    for (MPI_Request &r : reqs) {
+        int rc = wait_mpich_request(&r, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+}
+
+// MPI_SUCCESS once every process of `members` (world ranks; the first leads) has called
+// with `tag`: each sends the leader an empty message, the leader answers all once it
+// has them.
+int meet_through_leader(const std::vector<int> &members, int tag) {
+    const Context &ctx = context();
+    const int leader = members.front();
+    std::vector<MPI_Request> reqs;
+    if (ctx.world_rank == leader) {
+        reqs.resize(members.size() - 1);
+        for (std::size_t i = 1; i < members.size(); ++i) {
+            int rc = PMPI_Irecv(nullptr, 0, MPI_BYTE, members[i], tag, ctx.meeting_comm, &reqs[i - 1]);
+            if (rc != MPI_SUCCESS) return rc;
+        }
+        int rc = wait_each(reqs);
+        if (rc != MPI_SUCCESS) return rc;
+        for (std::size_t i = 1; i < members.size(); ++i) {
+            rc = PMPI_Isend(nullptr, 0, MPI_BYTE, members[i], tag, ctx.meeting_comm, &reqs[i - 1]);
+            if (rc != MPI_SUCCESS) return rc;
+        }
+        return wait_each(reqs);
+    }
+    reqs.resize(2);
+    int rc = PMPI_Isend(nullptr, 0, MPI_BYTE, leader, tag, ctx.meeting_comm, &reqs[0]);
+    if (rc == MPI_SUCCESS) rc = PMPI_Irecv(nullptr, 0, MPI_BYTE, leader, tag, ctx.meeting_comm, &reqs[1]);
+    return rc != MPI_SUCCESS ? rc : wait_each(reqs);
+}
+
+// The world ranks of `group`, in group order; empty when one is not in this
+// MPI_COMM_WORLD (processes spawned or connected later), where no meeting is possible.
+std::vector<int> world_ranks(MPI_Group group) {
+    int n = 0;
+    if (group == MPI_GROUP_NULL || PMPI_Group_size(group, &n) != MPI_SUCCESS || n <= 0) return {};
+    std::vector<int> in(static_cast<std::size_t>(n)), out(static_cast<std::size_t>(n), MPI_UNDEFINED);
+    for (int i = 0; i < n; ++i) in[static_cast<std::size_t>(i)] = i;
+    MPI_Group world;
+    PMPI_Comm_group(MPI_COMM_WORLD, &world);
+    int rc = PMPI_Group_translate_ranks(group, n, in.data(), world, out.data());
+    PMPI_Group_free(&world);
+    if (rc != MPI_SUCCESS) return {};
+    for (int r : out)
+        if (r == MPI_UNDEFINED) return {};
+    return out;
 }
 
 }  // namespace
@@ -69,6 +128,40 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
 
 int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm) {
     MPIACC_CONSTRUCTOR(comm, PMPI_Comm_split_type(comm, split_type, key, info, newcomm));
+}
+
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm) {
+    if (context().initialized && comm != MPI_COMM_NULL) {
+        const std::vector<int> members = world_ranks(group);
+        // (A caller outside the group is erroneous; MPICH reports it, without a meeting.)
+        if (std::find(members.begin(), members.end(), context().world_rank) != members.end()) {
+            int rc = meet_through_leader(members, tag);
+            if (rc != MPI_SUCCESS) return raise_error(comm, rc, "MPI_Comm_create_group", "meeting the group's members");
+        }
+    }
+    return PMPI_Comm_create_group(comm, group, tag, newcomm);
+}
+
+int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader, int tag,
+                         MPI_Comm *newintercomm) {
+    if (context().initialized && local_comm != MPI_COMM_NULL) {
+        int rc = meet_members(local_comm);
+        int rank = MPI_PROC_NULL;
+        if (rc == MPI_SUCCESS) rc = PMPI_Comm_rank(local_comm, &rank);
+        if (rc == MPI_SUCCESS && rank == local_leader && peer_comm != MPI_COMM_NULL) {
+            const int remote = world_rank_of(peer_comm, remote_leader);
+            if (remote >= 0 && remote != MPI_UNDEFINED) {
+                std::vector<MPI_Request> reqs(2);
+                const MPI_Comm meet = context().meeting_comm;
+                rc = PMPI_Isend(nullptr, 0, MPI_BYTE, remote, tag, meet, &reqs[0]);
+                if (rc == MPI_SUCCESS) rc = PMPI_Irecv(nullptr, 0, MPI_BYTE, remote, tag, meet, &reqs[1]);
+                if (rc == MPI_SUCCESS) rc = wait_each(reqs);
+            }
+        }
+        if (rc == MPI_SUCCESS) rc = meet_members(local_comm);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    return PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
 }
 
 int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm) {

@@ -74,6 +74,10 @@ int initialize_context(int provided_thread_level) {
     PMPI_Comm_set_name(ctx.proto_comm, "MPI-ACC protocol");
     // Protocol errors are handled, never fatal, on the private communicator.
     PMPI_Comm_set_errhandler(ctx.proto_comm, MPI_ERRORS_RETURN);
+    rc = PMPI_Comm_dup(MPI_COMM_WORLD, &ctx.meeting_comm);
+    if (rc != MPI_SUCCESS) return rc;
+    PMPI_Comm_set_name(ctx.meeting_comm, "MPI-ACC meetings");
+    PMPI_Comm_set_errhandler(ctx.meeting_comm, MPI_ERRORS_RETURN);
     int *tag_ub = nullptr, flag = 0;
     PMPI_Comm_get_attr(ctx.proto_comm, MPI_TAG_UB, &tag_ub, &flag);
     if (flag && tag_ub) ctx.tag_ub = *tag_ub;
@@ -152,6 +156,7 @@ void finalize_context() {
                     &ctx.keyvals.context, &ctx.keyvals.device, &ctx.keyvals.offset})
         if (*kv != MPI_KEYVAL_INVALID) PMPI_Type_free_keyval(kv);
     if (ctx.proto_comm != MPI_COMM_NULL) PMPI_Comm_free(&ctx.proto_comm);
+    if (ctx.meeting_comm != MPI_COMM_NULL) PMPI_Comm_free(&ctx.meeting_comm);
     ctx.initialized = false;
     ctx.cuda_autodetect_active = false;
     ctx.cuda_accel = nullptr;

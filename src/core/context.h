@@ -75,6 +75,10 @@ public:
     int thread_level = MPI_THREAD_SINGLE;  // what MPICH provided
     int world_rank = 0, world_size = 1;
     MPI_Comm proto_comm = MPI_COMM_NULL;  // private duplicate of MPI_COMM_WORLD (DESIGN 2.3)
+    // A second private duplicate, for the meetings that keep blocking communicator
+    // constructors from stalling transfers (binding/communicator.cc): its messages can
+    // match neither user traffic nor the protocol's data tags, which use every tag.
+    MPI_Comm meeting_comm = MPI_COMM_NULL;
     int tag_ub = 32767;
     std::uint64_t node_id = 0;
     std::uint64_t pid_namespace = 0;      // local_pid_namespace(), read at init

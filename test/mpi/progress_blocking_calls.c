@@ -176,6 +176,32 @@ static void dist_graph_create_adjacent(void) {
     check_comm(c, 2, "MPI_Dist_graph_create_adjacent");
 }
 
+static void comm_create_group(void) {
+    MPI_Group g;
+    MPI_Comm c = MPI_COMM_NULL;
+    MPI_Comm_group(W, &g);
+    MPI_Comm_create_group(W, g, 91, &c);
+    MPI_Group_free(&g);
+    check_comm(c, mt_size, "MPI_Comm_create_group");
+}
+
+/* Each rank a group of its own (`half`, made before any message is in flight); the
+ * leaders meet on MPI_COMM_WORLD. */
+static MPI_Comm half;
+static void intercomm_create(void) {
+    MPI_Comm c = MPI_COMM_NULL;
+    MPI_Intercomm_create(half, 0, W, 1 - mt_rank, 92, &c);
+    MT_CHECK(c != MPI_COMM_NULL, "MPI_Intercomm_create gave MPI_COMM_NULL");
+    if (c == MPI_COMM_NULL) return;
+    int remote = -1, inter_flag = 0, mine = 40 + mt_rank, theirs = -1;
+    MPI_Comm_test_inter(c, &inter_flag);
+    MPI_Comm_remote_size(c, &remote);
+    MPI_Allreduce(&mine, &theirs, 1, MPI_INT, MPI_SUM, c); /* over an intercommunicator: the other group's */
+    MT_CHECK(inter_flag && remote == 1 && theirs == 40 + (1 - mt_rank),
+             "MPI_Intercomm_create: inter %d, remote size %d, allreduce %d", inter_flag, remote, theirs);
+    MPI_Comm_free(&c);
+}
+
 static MPI_Comm inter;
 static void intercomm_merge(void) {
     MPI_Comm c = MPI_COMM_NULL;
@@ -191,10 +217,8 @@ int main(int argc, char **argv) {
         int dims[1] = {mt_size}, periods[1] = {1};
         MPI_Cart_create(W, 1, dims, periods, 0, &ring);
         MPI_Cart_shift(ring, 0, 1, &left, &right);
-        MPI_Comm half;
         MPI_Comm_split(W, mt_rank, 0, &half);
         MPI_Intercomm_create(half, 0, W, 1 - mt_rank, 77, &inter);
-        MPI_Comm_free(&half);
     }
 
     static const struct {
@@ -218,12 +242,15 @@ int main(int argc, char **argv) {
         {"isend_9MiB_then_graph_create_while_peer_recvs_does_not_hang", graph_create},
         {"isend_9MiB_then_dist_graph_create_while_peer_recvs_does_not_hang", dist_graph_create},
         {"isend_9MiB_then_dist_graph_create_adjacent_while_peer_recvs_does_not_hang", dist_graph_create_adjacent},
+        {"isend_9MiB_then_comm_create_group_while_peer_recvs_does_not_hang", comm_create_group},
+        {"isend_9MiB_then_intercomm_create_while_peer_recvs_does_not_hang", intercomm_create},
         {"isend_9MiB_then_intercomm_merge_while_peer_recvs_does_not_hang", intercomm_merge},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
         MT_CASE(cases[i].name) { with_pending_rendezvous(cases[i].call); }
 
     MPI_Comm_free(&inter);
+    MPI_Comm_free(&half);
     MPI_Comm_free(&ring);
     free(a);
     free(b);
