@@ -217,7 +217,10 @@ static void exchange_nonblocking(const view_t *S, const view_t *R, int tagbase) 
 }
 
 /* Both ranks at once, one MPI_Sendrecv per size: send from S, receive into R. */
-static void exchange_sendrecv(const view_t *S, const view_t *R, int tagbase) {
+/* Both ranks exchange at every size in one call: MPI_Sendrecv, or MPI_Isendrecv (MPI-4)
+ * and MPI_Wait. */
+static void exchange_sendrecv_by(const view_t *S, const view_t *R, int tagbase, int nonblocking) {
+    const char *call = nonblocking ? "MPI_Isendrecv" : "MPI_Sendrecv";
     MPI_Datatype st = view_type(S), rt = view_type(R);
     for (int i = 0; i < NSIZES; ++i) {
         size_t n = view_bytes(S, sizes[i]);
@@ -226,36 +229,26 @@ static void exchange_sendrecv(const view_t *S, const view_t *R, int tagbase) {
         MPI_Status s;
         send_prepare(&sm, S, n, msg_off(tag, mt_rank));
         recv_prepare(&rm, R, n);
-        MCK(MPI_Sendrecv(sm.p, sm.count, st, gpu_peer, tag, rm.p, rm.count, rt, gpu_peer, tag, W, &s));
-        GPU_CHECK_STATUS(s, gpu_peer, tag, n, "MPI_Sendrecv %s <- %s, %zu bytes", R->name, S->name, n);
-        recv_check(&rm, n, msg_off(tag, gpu_peer), "MPI_Sendrecv", n);
+        if (nonblocking) {
+            MPI_Request q;
+            MCK(MPI_Isendrecv(sm.p, sm.count, st, gpu_peer, tag, rm.p, rm.count, rt, gpu_peer, tag, W, &q));
+            MCK(MPI_Wait(&q, &s));
+        } else {
+            MCK(MPI_Sendrecv(sm.p, sm.count, st, gpu_peer, tag, rm.p, rm.count, rt, gpu_peer, tag, W, &s));
+        }
+        GPU_CHECK_STATUS(s, gpu_peer, tag, n, "%s %s <- %s, %zu bytes", call, R->name, S->name, n);
+        recv_check(&rm, n, msg_off(tag, gpu_peer), call, n);
         msg_free(&sm);
         msg_free(&rm);
     }
     view_type_free(S, &st);
     view_type_free(R, &rt);
 }
-
-/* MPI_Isendrecv (MPI-4): the same exchange as one nonblocking call. */
+static void exchange_sendrecv(const view_t *S, const view_t *R, int tagbase) {
+    exchange_sendrecv_by(S, R, tagbase, 0);
+}
 static void exchange_isendrecv(const view_t *S, const view_t *R, int tagbase) {
-    MPI_Datatype st = view_type(S), rt = view_type(R);
-    for (int i = 0; i < NSIZES; ++i) {
-        size_t n = view_bytes(S, sizes[i]);
-        int tag = tagbase + i;
-        msg_t sm, rm;
-        MPI_Request q;
-        MPI_Status s;
-        send_prepare(&sm, S, n, msg_off(tag, mt_rank));
-        recv_prepare(&rm, R, n);
-        MCK(MPI_Isendrecv(sm.p, sm.count, st, gpu_peer, tag, rm.p, rm.count, rt, gpu_peer, tag, W, &q));
-        MCK(MPI_Wait(&q, &s));
-        GPU_CHECK_STATUS(s, gpu_peer, tag, n, "MPI_Isendrecv %s <- %s, %zu bytes", R->name, S->name, n);
-        recv_check(&rm, n, msg_off(tag, gpu_peer), "MPI_Isendrecv", n);
-        msg_free(&sm);
-        msg_free(&rm);
-    }
-    view_type_free(S, &st);
-    view_type_free(R, &rt);
+    exchange_sendrecv_by(S, R, tagbase, 1);
 }
 
 /* ------------------------------------------------------------------ cases: pairings */
