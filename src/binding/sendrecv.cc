@@ -116,26 +116,27 @@ int start(std::unique_ptr<SendrecvOp> op, const void *sbuf, int scount, MPI_Data
     int rc = prepare_send(sbuf, scount, stype, dest, comm, &out, &why);
     if (rc == MPI_SUCCESS) rc = prepare_receive(rbuf, rcount, rtype, source, &in, &why);
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
-    if (!in.none) {
-        std::unique_ptr<RecvOp> r;
-        rc = RecvOp::post(std::move(in.mb), source, rtag, comm, call, RecvOp::Posting::BOUNCE, &r, nullptr);
-        if (rc != MPI_SUCCESS) return rc;  // MPICH's error, reported by MPICH
-        op->recv = std::move(r);
-    }
-    if (out.plain) {
-        MPI_Request r;
-        rc = PMPI_Isend(sbuf, scount, stype, dest, stag, comm, &r);
-        if (rc == MPI_SUCCESS) op->send = std::make_unique<MpichSendOp>(r);
-    } else if (!out.none) {
-        std::unique_ptr<SendOp> s;
-        rc = SendOp::post(std::move(out.mb), dest, stag, comm, SendMode::STANDARD, call, &s);
-        op->send = std::move(s);
+    {
+        StateLock lock;  // posting registers the halves where the progress engine looks
+        if (!in.none) {
+            std::unique_ptr<RecvOp> r;
+            rc = RecvOp::post(std::move(in.mb), source, rtag, comm, call, RecvOp::Posting::BOUNCE, &r, nullptr);
+            if (rc != MPI_SUCCESS) return rc;  // MPICH's error, reported by MPICH
+            op->recv = std::move(r);
+        }
+        if (out.plain) {
+            MPI_Request r;
+            rc = PMPI_Isend(sbuf, scount, stype, dest, stag, comm, &r);
+            if (rc == MPI_SUCCESS) op->send = std::make_unique<MpichSendOp>(r);
+        } else if (!out.none) {
+            std::unique_ptr<SendOp> s;
+            rc = SendOp::post(std::move(out.mb), dest, stag, comm, SendMode::STANDARD, call, &s);
+            op->send = std::move(s);
+        }
+        if (rc != MPI_SUCCESS && op->recv) op->recv->cancel();
     }
     if (rc != MPI_SUCCESS) {
-        if (op->recv) {
-            op->recv->cancel();
-            run_to_completion(op->recv.get());
-        }
+        if (op->recv) run_to_completion(op->recv.get());
         return rc;
     }
     *request = register_user_op(std::move(op), Op::Handle::GREQUEST, MPI_REQUEST_NULL);
