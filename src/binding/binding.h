@@ -30,6 +30,12 @@ int run_to_completion(Op *op);
 // Waits for an MPICH request while keeping MPI-ACC transfers moving.
 int wait_mpich_request(MPI_Request *req, MPI_Status *status);
 
+// MPI_SUCCESS when (buf, type) is host memory. Otherwise the error class, with *why
+// naming argument `arg`: MPI_ERR_UNSUPPORTED_OPERATION for a device buffer (a tagged
+// type, or CUDA memory found by pointer query), followed by `refusal` (what does not take
+// one yet), or the class for MPI-ACC attributes that describe no buffer.
+int require_host_buffer(const void *buf, MPI_Datatype type, const char *arg, const char *refusal, std::string *why);
+
 // Copies the whole device buffer of `mb` to host memory at `out` now, and waits (with
 // progress) for the copy.
 int stage_device_data(MessageBuffer &mb, void *out, const char *call, std::string *why);

@@ -16,6 +16,20 @@
 
 using namespace mpiacc;
 
+int mpiacc::require_host_buffer(const void *buf, MPI_Datatype type, const char *arg, const char *refusal,
+                                std::string *why) {
+    BufferAttrs attrs;
+    int rc = classify_buffer(buf, type, &attrs, why);
+    if (rc != MPI_SUCCESS) {
+        *why = format("%s: %s", arg, why->c_str());
+        return rc;
+    }
+    if (attrs.kind == BufKind::HOST) return MPI_SUCCESS;
+    *why = format("%s is a %s buffer: %s; move the data through host memory, or use point-to-point", arg,
+                  buf_kind_name(attrs.kind), refusal);
+    return MPI_ERR_UNSUPPORTED_OPERATION;
+}
+
 namespace {
 
 // No buffer can be a device buffer: no type carries an MPI-ACC attribute and CUDA
@@ -28,15 +42,10 @@ bool only_host_buffers(const Context &ctx) {
 // attributes that do not describe a buffer.
 int require_host(const void *buf, MPI_Datatype type, MPI_Comm comm, const char *call, const char *arg) {
     if (buf == MPI_IN_PLACE) return MPI_SUCCESS;
-    BufferAttrs attrs;
     std::string why;
-    int rc = classify_buffer(buf, type, &attrs, &why);
-    if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, format("%s: %s", arg, why.c_str()));
-    if (attrs.kind == BufKind::HOST) return MPI_SUCCESS;
-    return raise_error(comm, MPI_ERR_UNSUPPORTED_OPERATION, call,
-                       format("%s is a %s buffer: collectives on device buffers are not supported yet "
-                              "(ROADMAP 2); move the data through host memory, or use point-to-point",
-                              arg, buf_kind_name(attrs.kind)));
+    int rc = require_host_buffer(buf, type, arg, "collectives on device buffers are not supported yet (ROADMAP 2)",
+                                 &why);
+    return rc == MPI_SUCCESS ? rc : raise_error(comm, rc, call, why);
 }
 
 // The same for a buffer described by one type per peer (the "w" collectives).

@@ -353,7 +353,34 @@ static void c_collectives_refuse_device_buffers(void) {
     after_errors(1300);
 }
 
+/* One-sided calls take host memory only: a device window base (found by pointer query)
+ * and a device origin buffer (tagged, or found under MPI_INT) are refused. */
+static void c_rma_refuses_device_buffers(void) {
+    int *d = gpu_malloc(64 * sizeof(int));
+    const int autodetect = mpiacc_knob_value("MPIACC_CUDA_AUTODETECT") != 0;
+    MPI_Win win;
+    if (autodetect)
+        expect_error(MPI_Win_create(d, 64 * sizeof(int), sizeof(int), MPI_INFO_NULL, W, &win),
+                     MPI_ERR_UNSUPPORTED_OPERATION, "MPI_Win_create", "device window base");
+    int *mem = NULL;
+    MCK(MPI_Win_allocate(64 * sizeof(int), sizeof(int), MPI_INFO_NULL, W, &mem, &win));
+    MCK(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
+    MPI_Datatype cuda_t = gpu_tagged(MPI_INT, MPIX_ACC_BUF_CUDA);
+    MCK(MPI_Win_fence(0, win));
+    expect_error(MPI_Put(d, 4, cuda_t, gpu_peer, 0, 4, MPI_INT, win), MPI_ERR_UNSUPPORTED_OPERATION, "MPI_Put",
+                 "tagged device origin");
+    if (autodetect)
+        expect_error(MPI_Get(d, 4, MPI_INT, gpu_peer, 0, 4, MPI_INT, win), MPI_ERR_UNSUPPORTED_OPERATION, "MPI_Get",
+                     "device origin under MPI_INT (autodetect)");
+    MCK(MPI_Win_fence(0, win));
+    MCK(MPI_Type_free(&cuda_t));
+    MCK(MPI_Win_free(&win));
+    CK(cudaFree(d));
+    after_errors(1400);
+}
+
 static const gpu_case_t cases[] = {
+    {"one_sided_calls_refuse_device_buffers_with_unsupported_operation", c_rma_refuses_device_buffers, 0},
     {"collectives_refuse_device_buffers_with_unsupported_operation", c_collectives_refuse_device_buffers, 0},
     {"host_pointer_tagged_cuda_gives_err_buffer", c_host_pointer_tagged_cuda, 0},
     {"stream_of_another_device_gives_err_arg", c_stream_of_another_device, 1},
