@@ -30,6 +30,11 @@ int run_to_completion(Op *op);
 // Waits for an MPICH request while keeping MPI-ACC transfers moving.
 int wait_mpich_request(MPI_Request *req, MPI_Status *status);
 
+// MPI_SUCCESS once every member of comm (both groups of an intercommunicator) has called
+// it, MPI-ACC's transfers moving meanwhile (a nonblocking barrier). Before a call that
+// blocks in MPICH until all members are in it: from then on it needs nothing of MPI-ACC.
+int meet_members(MPI_Comm comm);
+
 // MPI_SUCCESS when (buf, type) is host memory. Otherwise the error class, with *why
 // naming argument `arg`: MPI_ERR_UNSUPPORTED_OPERATION for a device buffer (a tagged
 // type, or CUDA memory found by pointer query), followed by `refusal` (what does not take

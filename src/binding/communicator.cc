@@ -25,15 +25,13 @@
 
 using namespace mpiacc;
 
-namespace {
-
-// MPI_SUCCESS once every member of comm (both groups of an intercommunicator) has called;
-// MPI-ACC's transfers move meanwhile.
-int meet_members(MPI_Comm comm) {
+int mpiacc::meet_members(MPI_Comm comm) {
     MPI_Request r;
     int rc = PMPI_Ibarrier(comm, &r);
     return rc != MPI_SUCCESS ? rc : wait_mpich_request(&r, MPI_STATUS_IGNORE);
 }
+
+namespace {
 
 // Waits for `reqs` (MPICH requests) one after another, MPI-ACC's transfers moving meanwhile.
 int wait_each(std::vector<MPI_Request> &reqs) {

@@ -8,8 +8,19 @@
 // argument, before MPICH sees them. A window base has no datatype, so only CUDA memory
 // is recognised there.
 //
-// Not covered: the progress rule in the window calls that block in MPICH (MPI_Win_fence,
-// MPI_Win_create, MPI_Win_free, MPI_Win_wait, ...), and the large-count forms.
+// The progress rule (DESIGN 2.6) in the window calls that block in MPICH until other
+// processes act. Window creation and MPI_Win_free are collective, and MPI_Win_fence
+// acts like a barrier: a member with a transfer in flight would sit in MPICH while its
+// receiver, not yet in the call, waits in MPI_Recv for the data. Each first meets the
+// window's members in a nonblocking barrier with MPI-ACC progress (communicator.cc
+// explains why that suffices), on a private duplicate of the window's communicator made
+// at creation, since the user may free theirs. Every time, on every member, so all make
+// the same calls. MPI_Win_wait waits through MPI_Win_test while transfers are in flight.
+// Not covered: MPI_Win_start and MPI_Win_complete, which MPICH may also block in, and the
+// large-count forms.
+#include <mutex>
+#include <unordered_map>
+
 #include "binding/binding.h"
 
 using namespace mpiacc;
@@ -31,6 +42,38 @@ int require_host(const void *buf, MPI_Datatype type, MPI_Win win, const char *ca
     int code = make_error_code(rc, call, why);
     PMPI_Win_call_errhandler(win, code);
     return code;
+}
+
+// Window -> the private duplicate of its communicator where its members meet.
+std::mutex windows_mutex;
+std::unordered_map<MPI_Win, MPI_Comm> &window_comms() {
+    static auto *comms = new std::unordered_map<MPI_Win, MPI_Comm>;  // outlives static destructors
+    return *comms;
+}
+
+MPI_Comm meeting_comm_of(MPI_Win win) {
+    std::lock_guard<std::mutex> lock(windows_mutex);
+    auto it = window_comms().find(win);
+    return it == window_comms().end() ? MPI_COMM_NULL : it->second;
+}
+
+// Runs a window constructor `make` (which sets *win) after the members of comm have met,
+// then records a duplicate of comm for the window's later meetings.
+template <typename Make>
+int create_window(MPI_Comm comm, MPI_Win *win, Make make) {
+    if (!context().initialized || comm == MPI_COMM_NULL) return make();
+    int rc = meet_members(comm);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = make();
+    if (rc != MPI_SUCCESS) return rc;
+    MPI_Comm dup = MPI_COMM_NULL;
+    MPI_Request r;
+    rc = PMPI_Comm_idup(comm, &dup, &r);
+    if (rc == MPI_SUCCESS) rc = wait_mpich_request(&r, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return rc;
+    std::lock_guard<std::mutex> lock(windows_mutex);
+    window_comms()[*win] = dup;
+    return MPI_SUCCESS;
 }
 
 }  // namespace
@@ -134,7 +177,60 @@ int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_
         int rc = require_host_buffer(base, MPI_BYTE, "base", kRefusal, &why);
         if (rc != MPI_SUCCESS) return raise_error(comm, rc, "MPI_Win_create", why);
     }
-    return PMPI_Win_create(base, size, disp_unit, info, comm, win);
+    return create_window(comm, win, [&] { return PMPI_Win_create(base, size, disp_unit, info, comm, win); });
+}
+
+int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win) {
+    return create_window(comm, win, [&] { return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win); });
+}
+
+int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,
+                            MPI_Win *win) {
+    return create_window(comm, win,
+                         [&] { return PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win); });
+}
+
+int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win) {
+    return create_window(comm, win, [&] { return PMPI_Win_create_dynamic(info, comm, win); });
+}
+
+int MPI_Win_fence(int assert, MPI_Win win) {
+    MPI_Comm meet = context().initialized ? meeting_comm_of(win) : MPI_COMM_NULL;
+    if (meet != MPI_COMM_NULL) {
+        int rc = meet_members(meet);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    return PMPI_Win_fence(assert, win);
+}
+
+int MPI_Win_free(MPI_Win *win) {
+    const MPI_Win handle = *win;
+    MPI_Comm meet = context().initialized ? meeting_comm_of(handle) : MPI_COMM_NULL;
+    if (meet != MPI_COMM_NULL) {
+        int rc = meet_members(meet);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    int rc = PMPI_Win_free(win);
+    if (rc == MPI_SUCCESS && meet != MPI_COMM_NULL) {
+        {
+            std::lock_guard<std::mutex> lock(windows_mutex);
+            window_comms().erase(handle);
+        }
+        PMPI_Comm_free(&meet);
+    }
+    return rc;
+}
+
+// Not collective: it waits for the origins' MPI_Win_complete. While this rank has
+// transfers in flight, one of those origins may be waiting for them.
+int MPI_Win_wait(MPI_Win win) {
+    if (!context().initialized || !transfers_in_flight()) return PMPI_Win_wait(win);
+    for (;;) {
+        int flag = 0;
+        int rc = PMPI_Win_test(win, &flag);
+        if (rc != MPI_SUCCESS || flag) return rc;
+        progress_poke();
+    }
 }
 
 int MPI_Win_attach(MPI_Win win, void *base, MPI_Aint size) {

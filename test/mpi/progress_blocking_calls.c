@@ -202,6 +202,51 @@ static void intercomm_create(void) {
     MPI_Comm_free(&c);
 }
 
+/* A window made before any message is in flight, for the synchronisation cases. */
+static MPI_Win win;
+static int *win_mem;
+
+/* A fence opens an epoch (rank 0 arrives with the message in flight), a put, a fence. */
+static void win_fence(void) {
+    int v = 500 + mt_rank;
+    win_mem[0] = -1;
+    MPI_Win_fence(0, win);
+    MPI_Put(&v, 1, MPI_INT, 1 - mt_rank, 0, 1, MPI_INT, win);
+    MPI_Win_fence(0, win);
+    MT_CHECK(win_mem[0] == 500 + (1 - mt_rank), "after the fences the window holds %d", win_mem[0]);
+}
+
+static void win_allocate_and_free(void) {
+    int *mem = NULL;
+    MPI_Win w;
+    MPI_Win_allocate(sizeof(int), sizeof(int), MPI_INFO_NULL, W, &mem, &w);
+    MT_CHECK(mem != NULL, "MPI_Win_allocate gave no memory");
+    MPI_Win_free(&w);
+    MT_CHECK(w == MPI_WIN_NULL, "MPI_Win_free left the handle set");
+}
+
+/* Post-start-complete-wait: rank 0 (target) posts and waits with the message in flight;
+ * rank 1 (origin) starts, puts and completes after its receive. */
+static void win_wait(void) {
+    MPI_Group world, peer;
+    const int other = 1 - mt_rank;
+    MPI_Comm_group(W, &world);
+    MPI_Group_incl(world, 1, &other, &peer);
+    win_mem[1] = -1;
+    if (mt_rank == 0) {
+        MPI_Win_post(peer, 0, win);
+        MPI_Win_wait(win);
+        MT_CHECK(win_mem[1] == 777, "after MPI_Win_wait the window holds %d", win_mem[1]);
+    } else {
+        int v = 777;
+        MPI_Win_start(peer, 0, win);
+        MPI_Put(&v, 1, MPI_INT, 0, 1, 1, MPI_INT, win);
+        MPI_Win_complete(win);
+    }
+    MPI_Group_free(&peer);
+    MPI_Group_free(&world);
+}
+
 static MPI_Comm inter;
 static void intercomm_merge(void) {
     MPI_Comm c = MPI_COMM_NULL;
@@ -217,6 +262,11 @@ int main(int argc, char **argv) {
         int dims[1] = {mt_size}, periods[1] = {1};
         MPI_Cart_create(W, 1, dims, periods, 0, &ring);
         MPI_Cart_shift(ring, 0, 1, &left, &right);
+        /* MPI_Win_create, not MPI_Win_allocate: with Debian's MPICH 4.0.2 a put into an
+         * allocated window of the other rank on the same node landed in the origin's own
+         * window (plain MPICH, no libmpiacc). */
+        win_mem = p2p_alloc(2 * sizeof(int));
+        MPI_Win_create(win_mem, 2 * sizeof(int), sizeof(int), MPI_INFO_NULL, W, &win);
         MPI_Comm_split(W, mt_rank, 0, &half);
         MPI_Intercomm_create(half, 0, W, 1 - mt_rank, 77, &inter);
     }
@@ -245,10 +295,15 @@ int main(int argc, char **argv) {
         {"isend_9MiB_then_comm_create_group_while_peer_recvs_does_not_hang", comm_create_group},
         {"isend_9MiB_then_intercomm_create_while_peer_recvs_does_not_hang", intercomm_create},
         {"isend_9MiB_then_intercomm_merge_while_peer_recvs_does_not_hang", intercomm_merge},
+        {"isend_9MiB_then_win_fence_while_peer_recvs_does_not_hang", win_fence},
+        {"isend_9MiB_then_win_allocate_and_free_while_peer_recvs_does_not_hang", win_allocate_and_free},
+        {"isend_9MiB_then_win_wait_while_peer_recvs_does_not_hang", win_wait},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
         MT_CASE(cases[i].name) { with_pending_rendezvous(cases[i].call); }
 
+    MPI_Win_free(&win);
+    free(win_mem);
     MPI_Comm_free(&inter);
     MPI_Comm_free(&half);
     MPI_Comm_free(&ring);
