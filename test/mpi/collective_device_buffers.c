@@ -50,6 +50,17 @@ static void refuse_everywhere(void *buf, MPI_Datatype t, MPI_Comm ring, const ch
     check_refused(MPI_Ialltoallw(host, counts, displs, types, buf, counts, displs, types, W, &q), "MPI_Ialltoallw",
                   "sendbuf", cause);
     check_refused(MPI_Reduce_local(buf, host, 1, t, MPI_BOR), "MPI_Reduce_local", "inbuf", cause);
+    /* MPI-4: large-count, persistent, and both */
+    check_refused(MPI_Bcast_c(buf, 1, t, 0, W), "MPI_Bcast_c", "buffer", cause);
+    check_refused(MPI_Allreduce_c(host, buf, 1, t, MPI_BOR, W), "MPI_Allreduce_c", "sendbuf", cause);
+    check_refused(MPI_Ialltoall_c(buf, 1, t, host, 1, MPI_BYTE, W, &q), "MPI_Ialltoall_c", "sendbuf", cause);
+    check_refused(MPI_Bcast_init(buf, 1, t, 0, W, MPI_INFO_NULL, &q), "MPI_Bcast_init", "buffer", cause);
+    check_refused(MPI_Gather_init(buf, 1, t, host, 1, MPI_BYTE, 0, W, MPI_INFO_NULL, &q), "MPI_Gather_init",
+                  "sendbuf", cause);
+    check_refused(MPI_Allgather_init_c(host, 1, MPI_BYTE, buf, 1, t, W, MPI_INFO_NULL, &q), "MPI_Allgather_init_c",
+                  "recvbuf", cause);
+    check_refused(MPI_Ineighbor_alltoall(buf, 1, t, host, 1, MPI_BYTE, ring, &q), "MPI_Ineighbor_alltoall",
+                  "sendbuf", cause);
     MT_CHECK(q == MPI_REQUEST_NULL, "a refused nonblocking collective set its request");
 }
 
@@ -114,6 +125,24 @@ int main(int argc, char **argv) {
         rc = MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_SUM, W);
         MT_CHECK(rc == MPI_SUCCESS && v == 3, "MPI_Allreduce(MPI_IN_PLACE): class %d, %d",
                  rc == MPI_SUCCESS ? 0 : p2p_class(rc), v);
+    }
+
+    MT_CASE("persistent_and_large_count_collectives_on_host_buffers_work") {
+        int v = 0, sum = -1;
+        MPI_Request q;
+        MT_CHECK(MPI_Allreduce_init(&v, &sum, 1, MPI_INT, MPI_SUM, W, MPI_INFO_NULL, &q) == MPI_SUCCESS,
+                 "MPI_Allreduce_init failed");
+        for (int round = 1; round <= 3; ++round) {
+            v = round * (1 + mt_rank);
+            MPI_Start(&q);
+            MPI_Wait(&q, MPI_STATUS_IGNORE);
+            MT_CHECK(sum == round * 3, "round %d of a persistent MPI_Allreduce gave %d", round, sum);
+        }
+        MPI_Request_free(&q);
+        long long big[4] = {0, 0, 0, 0};
+        if (mt_rank == 0) big[0] = big[3] = 77;
+        MT_CHECK(MPI_Bcast_c(big, 4, MPI_LONG_LONG, 0, W) == MPI_SUCCESS && big[0] == 77 && big[3] == 77,
+                 "MPI_Bcast_c gave %lld %lld", big[0], big[3]);
     }
 
     MT_CASE("a_refusal_goes_through_the_communicators_error_handler") {

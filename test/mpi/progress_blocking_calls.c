@@ -55,6 +55,13 @@ static void reduce_scatter(void) {
     MT_CHECK(got == (mt_rank == 0 ? 3 : 21), "MPI_Reduce_scatter gave %d on rank %d", got, mt_rank);
 }
 
+/* MPI-4 large count (a bcast would not do: its root need not wait for the others) */
+static void allreduce_c(void) {
+    long long v[2] = {1 + mt_rank, 10 * (1 + mt_rank)}, sum[2] = {0, 0};
+    MPI_Allreduce_c(v, sum, 2, MPI_LONG_LONG, MPI_SUM, W);
+    MT_CHECK(sum[0] == 3 && sum[1] == 30, "MPI_Allreduce_c gave %lld %lld", sum[0], sum[1]);
+}
+
 static void alltoallw(void) {
     int send[2] = {100 * mt_rank, 100 * mt_rank + 1}, recv[2] = {-1, -1};
     int counts[2] = {1, 1}, displs[2] = {0, (int)sizeof(int)};
@@ -277,6 +284,7 @@ int main(int argc, char **argv) {
     } cases[] = {
         {"isend_9MiB_then_reduce_scatter_while_peer_recvs_does_not_hang", reduce_scatter},
         {"isend_9MiB_then_alltoallw_while_peer_recvs_does_not_hang", alltoallw},
+        {"isend_9MiB_then_allreduce_c_while_peer_recvs_does_not_hang", allreduce_c},
         {"isend_9MiB_then_neighbor_allgather_while_peer_recvs_does_not_hang", neighbor_allgather},
         {"isend_9MiB_then_neighbor_allgatherv_while_peer_recvs_does_not_hang", neighbor_allgatherv},
         {"isend_9MiB_then_neighbor_alltoall_while_peer_recvs_does_not_hang", neighbor_alltoall},
