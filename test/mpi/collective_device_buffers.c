@@ -11,55 +11,41 @@
 
 #define W MPI_COMM_WORLD
 
-/* rc is MPI_ERR_UNSUPPORTED_OPERATION and its string names `call`, `arg` and, when given,
- * `cause`. */
-static void check_refused(int rc, const char *call, const char *arg, const char *cause) {
-    MT_CHECK(rc != MPI_SUCCESS && p2p_class(rc) == MPI_ERR_UNSUPPORTED_OPERATION,
-             "%s: class %d, expected MPI_ERR_UNSUPPORTED_OPERATION (%d)", call, rc == MPI_SUCCESS ? 0 : p2p_class(rc),
-             MPI_ERR_UNSUPPORTED_OPERATION);
-    if (rc == MPI_SUCCESS) return;
-    char s[MPI_MAX_ERROR_STRING + 1] = "";
-    int len = 0;
-    MPI_Error_string(rc, s, &len);
-    MT_CHECK(strstr(s, call) != NULL, "the error string does not name %s: \"%s\"", call, s);
-    MT_CHECK(strstr(s, arg) != NULL, "%s: the error string does not name %s: \"%s\"", call, arg, s);
-    if (cause) MT_CHECK(strstr(s, cause) != NULL, "%s: the error string does not say \"%s\": \"%s\"", call, cause, s);
-}
-
-/* Every collective with `buf` described by `t` in the arguments named; `cause` as above. */
+/* Every collective with `buf` described by `t` in the arguments named; `cause` as in
+ * P2P_CHECK_UNSUPPORTED. */
 static void refuse_everywhere(void *buf, MPI_Datatype t, MPI_Comm ring, const char *cause) {
     int host[4] = {0, 0, 0, 0}, counts[2] = {1, 1}, displs[2] = {0, 1};
     MPI_Datatype types[2] = {t, t};
     MPI_Request q = MPI_REQUEST_NULL;
-    check_refused(MPI_Bcast(buf, 1, t, 0, W), "MPI_Bcast", "buffer", cause);
-    check_refused(MPI_Reduce(buf, host, 1, t, MPI_BOR, 0, W), "MPI_Reduce", "sendbuf", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Bcast(buf, 1, t, 0, W), "MPI_Bcast", "buffer", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Reduce(buf, host, 1, t, MPI_BOR, 0, W), "MPI_Reduce", "sendbuf", cause);
     /* one type describes both buffers of a reduction: the send side is found first */
-    check_refused(MPI_Allreduce(host, buf, 1, t, MPI_BOR, W), "MPI_Allreduce", "sendbuf", cause);
-    check_refused(MPI_Gather(buf, 1, t, host, 1, MPI_BYTE, 0, W), "MPI_Gather", "sendbuf", cause);
-    check_refused(MPI_Scatter(host, 1, MPI_BYTE, buf, 1, t, 0, W), "MPI_Scatter", "recvbuf", cause);
-    check_refused(MPI_Allgather(host, 1, MPI_BYTE, buf, 1, t, W), "MPI_Allgather", "recvbuf", cause);
-    check_refused(MPI_Alltoall(buf, 1, t, host, 1, MPI_BYTE, W), "MPI_Alltoall", "sendbuf", cause);
-    check_refused(MPI_Alltoallw(buf, counts, displs, types, host, counts, displs, types, W), "MPI_Alltoallw", "sendbuf",
+    P2P_CHECK_UNSUPPORTED(MPI_Allreduce(host, buf, 1, t, MPI_BOR, W), "MPI_Allreduce", "sendbuf", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Gather(buf, 1, t, host, 1, MPI_BYTE, 0, W), "MPI_Gather", "sendbuf", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Scatter(host, 1, MPI_BYTE, buf, 1, t, 0, W), "MPI_Scatter", "recvbuf", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Allgather(host, 1, MPI_BYTE, buf, 1, t, W), "MPI_Allgather", "recvbuf", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Alltoall(buf, 1, t, host, 1, MPI_BYTE, W), "MPI_Alltoall", "sendbuf", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Alltoallw(buf, counts, displs, types, host, counts, displs, types, W), "MPI_Alltoallw", "sendbuf",
                   cause);
-    check_refused(MPI_Reduce_scatter_block(buf, host, 1, t, MPI_BOR, W), "MPI_Reduce_scatter_block", "sendbuf", cause);
-    check_refused(MPI_Scan(buf, host, 1, t, MPI_BOR, W), "MPI_Scan", "sendbuf", cause);
-    check_refused(MPI_Neighbor_allgather(buf, 1, t, host, 1, MPI_BYTE, ring), "MPI_Neighbor_allgather", "sendbuf",
+    P2P_CHECK_UNSUPPORTED(MPI_Reduce_scatter_block(buf, host, 1, t, MPI_BOR, W), "MPI_Reduce_scatter_block", "sendbuf", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Scan(buf, host, 1, t, MPI_BOR, W), "MPI_Scan", "sendbuf", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Neighbor_allgather(buf, 1, t, host, 1, MPI_BYTE, ring), "MPI_Neighbor_allgather", "sendbuf",
                   cause);
-    check_refused(MPI_Ibcast(buf, 1, t, 0, W, &q), "MPI_Ibcast", "buffer", cause);
-    check_refused(MPI_Iallreduce(buf, host, 1, t, MPI_BOR, W, &q), "MPI_Iallreduce", "sendbuf", cause);
-    check_refused(MPI_Ialltoallw(host, counts, displs, types, buf, counts, displs, types, W, &q), "MPI_Ialltoallw",
+    P2P_CHECK_UNSUPPORTED(MPI_Ibcast(buf, 1, t, 0, W, &q), "MPI_Ibcast", "buffer", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Iallreduce(buf, host, 1, t, MPI_BOR, W, &q), "MPI_Iallreduce", "sendbuf", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Ialltoallw(host, counts, displs, types, buf, counts, displs, types, W, &q), "MPI_Ialltoallw",
                   "sendbuf", cause);
-    check_refused(MPI_Reduce_local(buf, host, 1, t, MPI_BOR), "MPI_Reduce_local", "inbuf", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Reduce_local(buf, host, 1, t, MPI_BOR), "MPI_Reduce_local", "inbuf", cause);
     /* MPI-4: large-count, persistent, and both */
-    check_refused(MPI_Bcast_c(buf, 1, t, 0, W), "MPI_Bcast_c", "buffer", cause);
-    check_refused(MPI_Allreduce_c(host, buf, 1, t, MPI_BOR, W), "MPI_Allreduce_c", "sendbuf", cause);
-    check_refused(MPI_Ialltoall_c(buf, 1, t, host, 1, MPI_BYTE, W, &q), "MPI_Ialltoall_c", "sendbuf", cause);
-    check_refused(MPI_Bcast_init(buf, 1, t, 0, W, MPI_INFO_NULL, &q), "MPI_Bcast_init", "buffer", cause);
-    check_refused(MPI_Gather_init(buf, 1, t, host, 1, MPI_BYTE, 0, W, MPI_INFO_NULL, &q), "MPI_Gather_init",
+    P2P_CHECK_UNSUPPORTED(MPI_Bcast_c(buf, 1, t, 0, W), "MPI_Bcast_c", "buffer", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Allreduce_c(host, buf, 1, t, MPI_BOR, W), "MPI_Allreduce_c", "sendbuf", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Ialltoall_c(buf, 1, t, host, 1, MPI_BYTE, W, &q), "MPI_Ialltoall_c", "sendbuf", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Bcast_init(buf, 1, t, 0, W, MPI_INFO_NULL, &q), "MPI_Bcast_init", "buffer", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Gather_init(buf, 1, t, host, 1, MPI_BYTE, 0, W, MPI_INFO_NULL, &q), "MPI_Gather_init",
                   "sendbuf", cause);
-    check_refused(MPI_Allgather_init_c(host, 1, MPI_BYTE, buf, 1, t, W, MPI_INFO_NULL, &q), "MPI_Allgather_init_c",
+    P2P_CHECK_UNSUPPORTED(MPI_Allgather_init_c(host, 1, MPI_BYTE, buf, 1, t, W, MPI_INFO_NULL, &q), "MPI_Allgather_init_c",
                   "recvbuf", cause);
-    check_refused(MPI_Ineighbor_alltoall(buf, 1, t, host, 1, MPI_BYTE, ring, &q), "MPI_Ineighbor_alltoall",
+    P2P_CHECK_UNSUPPORTED(MPI_Ineighbor_alltoall(buf, 1, t, host, 1, MPI_BYTE, ring, &q), "MPI_Ineighbor_alltoall",
                   "sendbuf", cause);
     MT_CHECK(q == MPI_REQUEST_NULL, "a refused nonblocking collective set its request");
 }

@@ -115,4 +115,25 @@ static inline uint64_t p2p_seed(int tag, int src, int idx) {
     return ((uint64_t)(unsigned)tag << 32) ^ ((uint64_t)(unsigned)src << 20) ^ (uint64_t)(unsigned)idx;
 }
 
+/* rc is MPI_ERR_UNSUPPORTED_OPERATION and its string names `call`, `arg` and, when given,
+ * `cause` (the refusals of device buffers where MPI-ACC does not take them yet). */
+#define P2P_CHECK_UNSUPPORTED(rc, call, arg, cause)                                                       \
+    do {                                                                                                  \
+        const int rc_ = (rc);                                                                             \
+        const char *cause_ = (cause);                                                                     \
+        MT_CHECK(rc_ != MPI_SUCCESS && p2p_class(rc_) == MPI_ERR_UNSUPPORTED_OPERATION,                   \
+                 "%s: class %d, expected MPI_ERR_UNSUPPORTED_OPERATION", call,                            \
+                 rc_ == MPI_SUCCESS ? 0 : p2p_class(rc_));                                                \
+        if (rc_ != MPI_SUCCESS) {                                                                         \
+            char s_[MPI_MAX_ERROR_STRING + 1] = "";                                                      \
+            int len_ = 0;                                                                                 \
+            MPI_Error_string(rc_, s_, &len_);                                                             \
+            MT_CHECK(strstr(s_, call) != NULL && strstr(s_, arg) != NULL,                                 \
+                     "the error string does not name %s and %s: \"%s\"", call, arg, s_);                 \
+            if (cause_)                                                                                   \
+                MT_CHECK(strstr(s_, cause_) != NULL, "%s: the error string does not say \"%s\": \"%s\"", \
+                         call, cause_, s_);                                                               \
+        }                                                                                                 \
+    } while (0)
+
 #endif

@@ -8,18 +8,6 @@
 
 #define W MPI_COMM_WORLD
 
-static void check_refused(int rc, const char *call, const char *arg, const char *cause) {
-    MT_CHECK(rc != MPI_SUCCESS && p2p_class(rc) == MPI_ERR_UNSUPPORTED_OPERATION,
-             "%s: class %d, expected MPI_ERR_UNSUPPORTED_OPERATION", call, rc == MPI_SUCCESS ? 0 : p2p_class(rc));
-    if (rc == MPI_SUCCESS) return;
-    char s[MPI_MAX_ERROR_STRING + 1] = "";
-    int len = 0;
-    MPI_Error_string(rc, s, &len);
-    MT_CHECK(strstr(s, call) != NULL && strstr(s, arg) != NULL, "the error string does not name %s and %s: \"%s\"",
-             call, arg, s);
-    if (cause) MT_CHECK(strstr(s, cause) != NULL, "%s: the error string does not say \"%s\": \"%s\"", call, cause, s);
-}
-
 static int win_handler_calls;
 static void count_win_errors(MPI_Win *win, int *code, ...) {
     (void)win;
@@ -35,17 +23,17 @@ static void refuse_in_epoch(MPI_Win win, int *mem, void *buf, MPI_Datatype t, co
     MPI_Request q = MPI_REQUEST_NULL;
     for (int i = 0; i < 16; ++i) mem[i] = -1;
     MPI_Win_fence(0, win);
-    check_refused(MPI_Put(buf, 4, t, peer, 0, 4, MPI_BYTE, win), "MPI_Put", "origin_addr", cause);
-    check_refused(MPI_Get(buf, 4, t, peer, 0, 4, MPI_BYTE, win), "MPI_Get", "origin_addr", cause);
-    check_refused(MPI_Accumulate(buf, 4, t, peer, 0, 4, MPI_BYTE, MPI_REPLACE, win), "MPI_Accumulate", "origin_addr",
+    P2P_CHECK_UNSUPPORTED(MPI_Put(buf, 4, t, peer, 0, 4, MPI_BYTE, win), "MPI_Put", "origin_addr", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Get(buf, 4, t, peer, 0, 4, MPI_BYTE, win), "MPI_Get", "origin_addr", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Accumulate(buf, 4, t, peer, 0, 4, MPI_BYTE, MPI_REPLACE, win), "MPI_Accumulate", "origin_addr",
                   cause);
-    check_refused(MPI_Get_accumulate(host, 4, MPI_BYTE, buf, 4, t, peer, 0, 4, MPI_BYTE, MPI_NO_OP, win),
+    P2P_CHECK_UNSUPPORTED(MPI_Get_accumulate(host, 4, MPI_BYTE, buf, 4, t, peer, 0, 4, MPI_BYTE, MPI_NO_OP, win),
                   "MPI_Get_accumulate", "result_addr", cause);
-    check_refused(MPI_Fetch_and_op(buf, result, t, peer, 0, MPI_REPLACE, win), "MPI_Fetch_and_op", "origin_addr",
+    P2P_CHECK_UNSUPPORTED(MPI_Fetch_and_op(buf, result, t, peer, 0, MPI_REPLACE, win), "MPI_Fetch_and_op", "origin_addr",
                   cause);
-    check_refused(MPI_Compare_and_swap(host, host, buf, t, peer, 0, win), "MPI_Compare_and_swap", "origin_addr",
+    P2P_CHECK_UNSUPPORTED(MPI_Compare_and_swap(host, host, buf, t, peer, 0, win), "MPI_Compare_and_swap", "origin_addr",
                   cause);
-    check_refused(MPI_Rput(buf, 4, t, peer, 0, 4, MPI_BYTE, win, &q), "MPI_Rput", "origin_addr", cause);
+    P2P_CHECK_UNSUPPORTED(MPI_Rput(buf, 4, t, peer, 0, 4, MPI_BYTE, win, &q), "MPI_Rput", "origin_addr", cause);
     MT_CHECK(q == MPI_REQUEST_NULL, "a refused MPI_Rput set its request");
     int mine[2] = {100 + mt_rank, 200 + mt_rank};
     MT_CHECK(MPI_Put(mine, 2, MPI_INT, peer, 4, 2, MPI_INT, win) == MPI_SUCCESS, "the host MPI_Put failed");
