@@ -30,6 +30,30 @@ int run_to_completion(Op *op);
 // Waits for an MPICH request while keeping MPI-ACC transfers moving.
 int wait_mpich_request(MPI_Request *req, MPI_Status *status);
 
+// (count, type) of a large-count call in the form an int entry point takes: a count that
+// fits an int as it is, a larger one as one element of a contiguous type of `count`
+// elements that carries the original type's MPI-ACC attributes (freed with this object;
+// pending operations keep their own reference). Same bytes, same type signature.
+class IntCount {
+public:
+    IntCount(MPI_Count count, MPI_Datatype type);
+    ~IntCount();
+    IntCount(const IntCount &) = delete;
+    IntCount &operator=(const IntCount &) = delete;
+    // False when the contiguous type could not be made (an invalid type, say): the caller
+    // then lets MPICH's large-count entry point report the error as its own.
+    bool ok() const { return ok_; }
+    int count() const { return count_; }
+    MPI_Datatype type() const { return type_; }
+
+private:
+    static bool copy_attributes(MPI_Datatype from, MPI_Datatype to);
+    MPI_Datatype type_;
+    MPI_Datatype made_ = MPI_DATATYPE_NULL;
+    int count_ = 0;
+    bool ok_ = true;
+};
+
 // MPI_SUCCESS once every member of comm (both groups of an intercommunicator) has called
 // it, MPI-ACC's transfers moving meanwhile (a nonblocking barrier). Before a call that
 // blocks in MPICH until all members are in it: from then on it needs nothing of MPI-ACC.

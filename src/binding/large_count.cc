@@ -16,56 +16,35 @@
 
 using namespace mpiacc;
 
-namespace {
-
-// (count, type) of a large-count call in the form an int entry point takes.
-class IntCount {
-public:
-    IntCount(MPI_Count count, MPI_Datatype type) : type_(type) {
-        if (count <= INT_MAX) {
-            // A negative count stays negative: MPICH reports it under the int call.
-            count_ = count < 0 ? -1 : static_cast<int>(count);
-            return;
-        }
-        count_ = 1;
-        ok_ = PMPI_Type_contiguous_c(count, type, &made_) == MPI_SUCCESS && PMPI_Type_commit(&made_) == MPI_SUCCESS &&
-              copy_attributes(type, made_);
-        type_ = made_;
+IntCount::IntCount(MPI_Count count, MPI_Datatype type) : type_(type) {
+    if (count <= INT_MAX) {
+        // A negative count stays negative: MPICH reports it under the int call.
+        count_ = count < 0 ? -1 : static_cast<int>(count);
+        return;
     }
-    ~IntCount() {
-        if (made_ != MPI_DATATYPE_NULL) free_datatype(&made_);
+    count_ = 1;
+    ok_ = PMPI_Type_contiguous_c(count, type, &made_) == MPI_SUCCESS && PMPI_Type_commit(&made_) == MPI_SUCCESS &&
+          copy_attributes(type, made_);
+    type_ = made_;
+}
+
+IntCount::~IntCount() {
+    if (made_ != MPI_DATATYPE_NULL) free_datatype(&made_);
+}
+
+// The MPI-ACC attributes of `from` (buffer kind, stream, queue, ...) set on `to`, through
+// MPI_Type_set_attr so that the registry of tagged types knows of them.
+bool IntCount::copy_attributes(MPI_Datatype from, MPI_Datatype to) {
+    const Keyvals &k = context().keyvals;
+    for (int keyval : {k.buf_type, k.stream, k.command_queue, k.event, k.context, k.device, k.offset}) {
+        void *value = nullptr;
+        int flag = 0;
+        if (keyval == MPI_KEYVAL_INVALID || PMPI_Type_get_attr(from, keyval, &value, &flag) != MPI_SUCCESS)
+            return false;
+        if (flag && MPI_Type_set_attr(to, keyval, value) != MPI_SUCCESS) return false;
     }
-    IntCount(const IntCount &) = delete;
-    IntCount &operator=(const IntCount &) = delete;
-
-    // False when the contiguous type could not be made (an invalid type, say): the call
-    // then goes to MPICH's large-count entry point, which reports the error as its own.
-    bool ok() const { return ok_; }
-    int count() const { return count_; }
-    MPI_Datatype type() const { return type_; }
-
-private:
-    // The MPI-ACC attributes of `from` (buffer kind, stream, queue, ...) set on `to`,
-    // through MPI_Type_set_attr so that the registry of tagged types knows of them.
-    static bool copy_attributes(MPI_Datatype from, MPI_Datatype to) {
-        const Keyvals &k = context().keyvals;
-        for (int keyval : {k.buf_type, k.stream, k.command_queue, k.event, k.context, k.device, k.offset}) {
-            void *value = nullptr;
-            int flag = 0;
-            if (keyval == MPI_KEYVAL_INVALID || PMPI_Type_get_attr(from, keyval, &value, &flag) != MPI_SUCCESS)
-                return false;
-            if (flag && MPI_Type_set_attr(to, keyval, value) != MPI_SUCCESS) return false;
-        }
-        return true;
-    }
-
-    MPI_Datatype type_;
-    MPI_Datatype made_ = MPI_DATATYPE_NULL;
-    int count_ = 0;
-    bool ok_ = true;
-};
-
-}  // namespace
+    return true;
+}
 
 // The int twin `twin` with (buf, count, type) as IntCount `n` gives them; MPICH's own
 // `large` before MPI_Init or when the type cannot be made.

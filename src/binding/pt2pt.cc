@@ -618,8 +618,9 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int 
         rc = stage_device_data(mb, copy.data(), "MPI_Sendrecv_replace", &why);
     }
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, "MPI_Sendrecv_replace", why);
-    return MPI_Sendrecv(copy.data(), static_cast<int>(mb.bytes), MPI_BYTE, dest, sendtag, buf, count, type, source,
-                        recvtag, comm, status);
+    // As a large count: the packed bytes of `count` elements may be more than an int holds.
+    return MPI_Sendrecv_c(copy.data(), static_cast<MPI_Count>(mb.bytes), MPI_BYTE, dest, sendtag, buf, count, type,
+                          source, recvtag, comm, status);
 }
 
 }  // extern "C"

@@ -177,8 +177,11 @@ int MPI_Isendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int
         if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
     }
     const void *out = op->outgoing.data();
-    return start(std::move(op), out, static_cast<int>(mb.bytes), MPI_BYTE, dest, sendtag, buf, count, type, source,
-                 recvtag, comm, call, request);
+    // The packed bytes of `count` elements may be more than an int holds.
+    IntCount bytes(static_cast<MPI_Count>(mb.bytes), MPI_BYTE);
+    if (!bytes.ok()) return raise_error(comm, MPI_ERR_COUNT, call, "the packed send data is too large to describe");
+    return start(std::move(op), out, bytes.count(), bytes.type(), dest, sendtag, buf, count, type, source, recvtag,
+                 comm, call, request);
 }
 
 }  // extern "C"

@@ -109,5 +109,38 @@ int main(int argc, char **argv) {
         free(w);
     }
 
+    /* An int count whose packed bytes pass INT_MAX: (1 << 29) + 4 MPI_INTs, 2 GiB + 16
+     * bytes, exchanged in place both ways, blocking and not. */
+    MT_CASE("sendrecv_replace_of_more_than_int_max_packed_bytes") {
+        const int count = (1 << 29) + 4;
+        const size_t n = (size_t)count * sizeof(int);
+        uint64_t *w = malloc(n);
+        int have = w != NULL, all = 0;
+        MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, W);
+        for (int nonblocking = 0; all && nonblocking < 2; ++nonblocking) {
+            const int tag = 5007 + nonblocking;
+            const char *call = nonblocking ? "MPI_Isendrecv_replace" : "MPI_Sendrecv_replace";
+            MPI_Status st;
+            MPI_Count got = -1;
+            fill_words(w, n / 8, (uint64_t)(tag + mt_rank));
+            int rc;
+            if (nonblocking) {
+                MPI_Request q;
+                rc = MPI_Isendrecv_replace(w, count, MPI_INT, 1 - mt_rank, tag, 1 - mt_rank, tag, W, &q);
+                if (rc == MPI_SUCCESS) MPI_Wait(&q, &st);
+            } else {
+                rc = MPI_Sendrecv_replace(w, count, MPI_INT, 1 - mt_rank, tag, 1 - mt_rank, tag, W, &st);
+            }
+            MT_CHECK(rc == MPI_SUCCESS, "%s of 2 GiB + 16 bytes: class %d", call, rc == MPI_SUCCESS ? 0 : p2p_class(rc));
+            if (rc != MPI_SUCCESS) continue;
+            MPI_Get_count_c(&st, MPI_INT, &got);
+            MT_CHECK(got == count, "%s: count %lld, expected %d", call, (long long)got, count);
+            size_t bad = first_bad_word(w, n / 8, (uint64_t)(tag + 1 - mt_rank));
+            MT_CHECK(bad == (size_t)-1, "%s: first wrong word at %zu of %zu", call, bad, n / 8);
+        }
+        if (!all) MT_CHECK(0, "could not allocate 2 GiB on every rank");
+        free(w);
+    }
+
     return mt_finalize();
 }
