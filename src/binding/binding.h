@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <string>
+#include <vector>
 
 #include "core/buffer_desc.h"
 #include "core/context.h"
@@ -68,6 +69,12 @@ int require_host_buffer(const void *buf, MPI_Datatype type, const char *arg, con
 // Copies the whole device buffer of `mb` to host memory at `out` now, and waits (with
 // progress) for the copy.
 int stage_device_data(MessageBuffer &mb, void *out, const char *call, std::string *why);
+
+// Copies the send data of a send-and-replace call (MPI_Sendrecv_replace,
+// MPI_Isendrecv_replace) into `copy`, packed: host data by packing, device data staged
+// now. Errors carry their message in *why.
+int copy_outgoing_data(void *buf, int count, MPI_Datatype type, const char *call, std::vector<char> *copy,
+                       std::string *why);
 
 // The common send path for every mode, blocking (request == nullptr) or not.
 int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, SendMode mode,

@@ -32,12 +32,6 @@ int mpiacc::require_host_buffer(const void *buf, MPI_Datatype type, const char *
 
 namespace {
 
-// No buffer can be a device buffer: no type carries an MPI-ACC attribute and CUDA
-// pointers are not looked for. Then nothing needs classifying.
-bool only_host_buffers(const Context &ctx) {
-    return ctx.tagged_type_count.load(std::memory_order_relaxed) == 0 && !ctx.cuda_autodetect_active;
-}
-
 // MPI_SUCCESS, or the error raised on comm for argument `arg`: a device buffer, or MPI-ACC
 // attributes that do not describe a buffer.
 int require_host(const void *buf, MPI_Datatype type, MPI_Comm comm, const char *call, const char *arg) {

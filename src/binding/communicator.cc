@@ -42,6 +42,16 @@ int wait_each(std::vector<MPI_Request> &reqs) {
     return MPI_SUCCESS;
 }
 
+// An empty message each way with world rank `peer` under `tag` on the meeting channel:
+// MPI_SUCCESS once the peer has called too.
+int exchange_with(int peer, int tag) {
+    const MPI_Comm meet = context().meeting_comm;
+    std::vector<MPI_Request> reqs(2);
+    int rc = PMPI_Isend(nullptr, 0, MPI_BYTE, peer, tag, meet, &reqs[0]);
+    if (rc == MPI_SUCCESS) rc = PMPI_Irecv(nullptr, 0, MPI_BYTE, peer, tag, meet, &reqs[1]);
+    return rc != MPI_SUCCESS ? rc : wait_each(reqs);
+}
+
 // MPI_SUCCESS once every process of `members` (world ranks; the first leads) has called
 // with `tag`: each sends the leader an empty message, the leader answers all once it
 // has them.
@@ -63,10 +73,7 @@ int meet_through_leader(const std::vector<int> &members, int tag) {
         }
         return wait_each(reqs);
     }
-    reqs.resize(2);
-    int rc = PMPI_Isend(nullptr, 0, MPI_BYTE, leader, tag, ctx.meeting_comm, &reqs[0]);
-    if (rc == MPI_SUCCESS) rc = PMPI_Irecv(nullptr, 0, MPI_BYTE, leader, tag, ctx.meeting_comm, &reqs[1]);
-    return rc != MPI_SUCCESS ? rc : wait_each(reqs);
+    return exchange_with(leader, tag);
 }
 
 // The world ranks of `group`, in group order; empty when one is not in this
@@ -148,13 +155,7 @@ int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_co
         if (rc == MPI_SUCCESS) rc = PMPI_Comm_rank(local_comm, &rank);
         if (rc == MPI_SUCCESS && rank == local_leader && peer_comm != MPI_COMM_NULL) {
             const int remote = world_rank_of(peer_comm, remote_leader);
-            if (remote >= 0 && remote != MPI_UNDEFINED) {
-                std::vector<MPI_Request> reqs(2);
-                const MPI_Comm meet = context().meeting_comm;
-                rc = PMPI_Isend(nullptr, 0, MPI_BYTE, remote, tag, meet, &reqs[0]);
-                if (rc == MPI_SUCCESS) rc = PMPI_Irecv(nullptr, 0, MPI_BYTE, remote, tag, meet, &reqs[1]);
-                if (rc == MPI_SUCCESS) rc = wait_each(reqs);
-            }
+            if (remote >= 0 && remote != MPI_UNDEFINED) rc = exchange_with(remote, tag);
         }
         if (rc == MPI_SUCCESS) rc = meet_members(local_comm);
         if (rc != MPI_SUCCESS) return rc;

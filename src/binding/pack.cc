@@ -15,8 +15,7 @@ constexpr const char *kRefusal = "packing device buffers is not supported yet (R
 
 bool nothing_to_check() {
     const Context &ctx = context();
-    return !ctx.initialized ||
-           (ctx.tagged_type_count.load(std::memory_order_relaxed) == 0 && !ctx.cuda_autodetect_active);
+    return !ctx.initialized || only_host_buffers(ctx);
 }
 
 // MPI_SUCCESS, or the error raised on comm: the typed buffer (typed_arg), then the packed

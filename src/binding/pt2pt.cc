@@ -65,6 +65,22 @@ int stage_device_data(MessageBuffer &mb, void *out, const char *call, std::strin
     return MPI_SUCCESS;
 }
 
+// The outgoing data of a send-and-replace: classified, then packed (host) or staged
+// (device) into `copy`, so that the receive may reuse the buffer; the same copy MPICH
+// makes internally.
+int copy_outgoing_data(void *buf, int count, MPI_Datatype type, const char *call, std::vector<char> *copy,
+                       std::string *why) {
+    BufferAttrs attrs;
+    int rc = classify_buffer(buf, type, &attrs, why);
+    MessageBuffer mb;
+    if (rc == MPI_SUCCESS) rc = make_message_buffer(buf, count, type, attrs, &mb, why);
+    if (rc != MPI_SUCCESS) return rc;
+    copy->resize(mb.bytes);
+    if (mb.bytes == 0) return MPI_SUCCESS;
+    return mb.kind == BufKind::HOST ? pack_range(buf, count, type, 0, copy->data(), mb.bytes)
+                                    : stage_device_data(mb, copy->data(), call, why);
+}
+
 namespace {
 
 int finish_blocking_op(Op *op, MPI_Status *status) {
@@ -183,7 +199,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     attrs.within_call = request == nullptr;
     // Inside a node a CUDA buffer is pulled by the receiver (one copy) rather than
     // staged on both sides (two copies). Only a CUDA send needs the peer's world rank
-    // (on another communicator, five PMPI group calls).
+    // (on another communicator, five PMPI group calls); it is used again below.
     const int world_dest = attrs.kind == BufKind::CUDA ? world_rank_of(comm, dest) : -1;
     attrs.ipc_offer = ipc_pull_offered(attrs.kind, world_dest);
     MessageBuffer mb;
@@ -602,24 +618,12 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int 
                          MPI_Comm comm, MPI_Status *status) {
     Context &ctx = context();
     if (!ctx.initialized) return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
-    BufferAttrs attrs;
+    std::vector<char> copy;
     std::string why;
-    int rc = classify_buffer(buf, type, &attrs, &why);
-    if (rc != MPI_SUCCESS) return raise_error(comm, rc, "MPI_Sendrecv_replace", why);
-    // The outgoing data is copied first (packed host bytes), so the receive may reuse
-    // the buffer; the same copy MPICH makes internally.
-    MessageBuffer mb;
-    rc = make_message_buffer(buf, count, type, attrs, &mb, &why);
-    if (rc != MPI_SUCCESS) return raise_error(comm, rc, "MPI_Sendrecv_replace", why);
-    std::vector<char> copy(mb.bytes ? mb.bytes : 1);
-    if (mb.kind == BufKind::HOST) {
-        rc = pack_range(buf, count, type, 0, copy.data(), mb.bytes);
-    } else {
-        rc = stage_device_data(mb, copy.data(), "MPI_Sendrecv_replace", &why);
-    }
+    int rc = copy_outgoing_data(buf, count, type, "MPI_Sendrecv_replace", &copy, &why);
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, "MPI_Sendrecv_replace", why);
     // As a large count: the packed bytes of `count` elements may be more than an int holds.
-    return MPI_Sendrecv_c(copy.data(), static_cast<MPI_Count>(mb.bytes), MPI_BYTE, dest, sendtag, buf, count, type,
+    return MPI_Sendrecv_c(copy.data(), static_cast<MPI_Count>(copy.size()), MPI_BYTE, dest, sendtag, buf, count, type,
                           source, recvtag, comm, status);
 }
 

@@ -29,11 +29,6 @@ namespace {
 
 constexpr const char *kRefusal = "one-sided communication on device buffers is not supported yet";
 
-bool only_host_buffers() {
-    const Context &ctx = context();
-    return ctx.tagged_type_count.load(std::memory_order_relaxed) == 0 && !ctx.cuda_autodetect_active;
-}
-
 // MPI_SUCCESS, or the error raised on win for argument `arg`.
 int require_host(const void *buf, MPI_Datatype type, MPI_Win win, const char *call, const char *arg) {
     std::string why;
@@ -86,7 +81,7 @@ int create_window(MPI_Comm comm, MPI_Win *win, Make make) {
     } while (0)
 #define MPIACC_RMA_ENTRY(name, passthrough)                           \
     const char *call = name;                                          \
-    if (!context().initialized || only_host_buffers()) return passthrough
+    if (!context().initialized || only_host_buffers(context())) return passthrough
 
 extern "C" {
 

@@ -5,7 +5,7 @@
 // Both halves are MPI-ACC operations owned by one op behind a generalized request:
 // the receive is a RecvOp posted into an internal buffer (a payload is copied out of
 // it, an envelope starts the rendezvous), the send a SendOp or, for host data that
-// travels as the plain payload, MPICH's own request. The op drives both and completes
+// travels as the plain payload, MPICH's own request in a StagedSendOp. The op drives both and completes
 // when both have; its status is the receive's. The halves are not in the op tables, so
 // driving them never changes a table the progress engine is walking.
 #include <vector>
@@ -15,27 +15,6 @@
 using namespace mpiacc;
 
 namespace {
-
-// A send MPICH carries as it is (host data below the rendezvous threshold).
-class MpichSendOp final : public Op {
-public:
-    explicit MpichSendOp(MPI_Request request) : request_(request) {}
-    ~MpichSendOp() override {
-        if (request_ != MPI_REQUEST_NULL) PMPI_Request_free(&request_);
-    }
-    void progress() override {
-        int flag = 0;
-        int rc = PMPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS || flag) {
-            error = rc;
-            complete = true;
-        }
-    }
-    int cancel() override { return request_ == MPI_REQUEST_NULL ? MPI_SUCCESS : PMPI_Cancel(&request_); }
-
-private:
-    MPI_Request request_;
-};
 
 class SendrecvOp final : public Op {
 public:
@@ -98,7 +77,7 @@ int prepare_send(const void *buf, int count, MPI_Datatype type, int dest, MPI_Co
             return MPI_SUCCESS;
         }
     }
-    if (attrs.kind == BufKind::CUDA) attrs.ipc_offer = ipc_pull_offered(attrs.kind, world_rank_of(comm, dest));
+    attrs.ipc_offer = ipc_pull_offered(attrs.kind, comm, dest);
     return make_message_buffer(const_cast<void *>(buf), count, type, attrs, &half->mb, why);
 }
 
@@ -127,7 +106,8 @@ int start(std::unique_ptr<SendrecvOp> op, const void *sbuf, int scount, MPI_Data
         if (out.plain) {
             MPI_Request r;
             rc = PMPI_Isend(sbuf, scount, stype, dest, stag, comm, &r);
-            if (rc == MPI_SUCCESS) op->send = std::make_unique<MpichSendOp>(r);
+            // The staged send's op with nothing staged: MPICH sends from the user's buffer.
+            if (rc == MPI_SUCCESS) op->send = std::make_unique<StagedSendOp>(StagingBuffer{}, r);
         } else if (!out.none) {
             std::unique_ptr<SendOp> s;
             rc = SendOp::post(std::move(out.mb), dest, stag, comm, SendMode::STANDARD, call, &s);
@@ -163,22 +143,13 @@ int MPI_Isendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int
     static const char *const call = "MPI_Isendrecv_replace";
     if (!context().initialized)
         return PMPI_Isendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, request);
-    BufferAttrs attrs;
-    std::string why;
-    int rc = classify_buffer(buf, type, &attrs, &why);
-    MessageBuffer mb;
-    if (rc == MPI_SUCCESS) rc = make_message_buffer(buf, count, type, attrs, &mb, &why);
-    if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
     auto op = std::make_unique<SendrecvOp>();
-    op->outgoing.resize(mb.bytes ? mb.bytes : 1);
-    if (dest != MPI_PROC_NULL) {
-        rc = mb.kind == BufKind::HOST ? pack_range(buf, count, type, 0, op->outgoing.data(), mb.bytes)
-                                      : stage_device_data(mb, op->outgoing.data(), call, &why);
-        if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
-    }
+    std::string why;
+    int rc = copy_outgoing_data(buf, count, type, call, &op->outgoing, &why);
+    if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
     const void *out = op->outgoing.data();
     // The packed bytes of `count` elements may be more than an int holds.
-    IntCount bytes(static_cast<MPI_Count>(mb.bytes), MPI_BYTE);
+    IntCount bytes(static_cast<MPI_Count>(op->outgoing.size()), MPI_BYTE);
     if (!bytes.ok()) return raise_error(comm, MPI_ERR_COUNT, call, "the packed send data is too large to describe");
     return start(std::move(op), out, bytes.count(), bytes.type(), dest, sendtag, buf, count, type, source, recvtag,
                  comm, call, request);

@@ -19,6 +19,13 @@ int read_buffer_attrs(MPI_Datatype type, BufferAttrs *attrs, std::string *why);
 // is not built or has no usable device gives MPI_ERR_UNSUPPORTED_OPERATION.
 int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std::string *why);
 
+// No buffer can be of a device kind: no type carries an MPI-ACC attribute, and CUDA
+// pointers are not looked for. The calls that only refuse device buffers (collectives,
+// one-sided, pack) then look at nothing.
+inline bool only_host_buffers(const Context &ctx) {
+    return ctx.tagged_type_count.load(std::memory_order_relaxed) == 0 && !ctx.cuda_autodetect_active;
+}
+
 // The common case, inlined into every binding: no type carries attributes, and either
 // autodetection is off or the memory-kind cache says `buf` is host memory (a few ns: the
 // CUDA-aware convention's cost, DESIGN.md 5). Nothing else is looked at.

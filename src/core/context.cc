@@ -180,6 +180,10 @@ bool ipc_pull_offered(BufKind kind, int world_peer) {
     return kind == BufKind::CUDA && context().knobs.ipc && same_node(world_peer);
 }
 
+bool ipc_pull_offered(BufKind kind, MPI_Comm comm, int dest) {
+    return kind == BufKind::CUDA && ipc_pull_offered(kind, world_rank_of(comm, dest));
+}
+
 int world_rank_of(MPI_Comm comm, int rank) {
     if (comm == MPI_COMM_WORLD) return rank;
     int inter = 0;

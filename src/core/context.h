@@ -182,6 +182,9 @@ bool same_node(int world_peer);
 // True when a send of `kind` data to world rank `peer` is offered for an IPC pull: CUDA,
 // a peer on this node, IPC on (BufferAttrs::ipc_offer).
 bool ipc_pull_offered(BufKind kind, int world_peer);
+// The same for rank `dest` of comm, translated to a world rank only for CUDA data (on a
+// communicator other than MPI_COMM_WORLD that takes five PMPI group calls).
+bool ipc_pull_offered(BufKind kind, MPI_Comm comm, int dest);
 // The slots a host send buffer is staged through in SHARED mode: shared memory, made on
 // first use (StateLock held), pool_size bytes in chunk_size slots, kept to MPI_Finalize.
 PinnedPool *host_staging_pool();

@@ -27,8 +27,7 @@ int PersistentOp::start() {
     BufferAttrs attrs;
     std::string why;
     int rc = classify_buffer(buf_, type_.get(), &attrs, &why);
-    if (kind_ == Kind::SEND && attrs.kind == BufKind::CUDA)
-        attrs.ipc_offer = ipc_pull_offered(attrs.kind, world_rank_of(comm, peer_));
+    if (kind_ == Kind::SEND) attrs.ipc_offer = ipc_pull_offered(attrs.kind, comm, peer_);
     MessageBuffer mb;
     if (rc == MPI_SUCCESS) rc = make_message_buffer(buf_, count_, type_.get(), attrs, &mb, &why);
     if (rc != MPI_SUCCESS) {
