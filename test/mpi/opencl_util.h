@@ -94,6 +94,15 @@ static inline int ocl_all_ok(const ocl_env *e) {
     return all;
 }
 
+/* The OpenCL environment for one case of a program whose other cases need none: 1 when
+ * every rank has one, else 0 and the case is reported skipped, by name. */
+static inline int ocl_setup_for_case(ocl_env *e, const char *name) {
+    *e = ocl_setup();
+    if (ocl_all_ok(e)) return 1;
+    mt_skip(name, "no usable OpenCL platform");
+    return 0;
+}
+
 /* The OpenCL environment for a program whose cases all need one on every rank. Where a
  * rank has none (no platform, or none matching MPIACC_OPENCL_PLATFORM), every case is
  * reported skipped, by name, and the program ends there. */

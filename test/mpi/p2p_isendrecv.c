@@ -105,10 +105,8 @@ int main(int argc, char **argv) {
     }
 
     static const char *cl_case = "isendrecv_between_cl_mem_buffers";
-    ocl_env e = ocl_setup();
-    if (!ocl_all_ok(&e)) {
-        mt_skip(cl_case, "no usable OpenCL platform");
-    } else {
+    ocl_env e;
+    if (ocl_setup_for_case(&e, cl_case)) {
         MT_CASE(cl_case) {
             const size_t sizes[] = {64, P2P_RNDV_BYTES};
             for (int k = 0; k < 2; ++k) {

@@ -64,10 +64,8 @@ int main(int argc, char **argv) {
     }
 
     static const char *cl_case = "rma_refuses_cl_mem_origin_buffers";
-    ocl_env e = ocl_setup();
-    if (!ocl_all_ok(&e)) {
-        mt_skip(cl_case, "no usable OpenCL platform");
-    } else {
+    ocl_env e;
+    if (ocl_setup_for_case(&e, cl_case)) {
         MT_CASE(cl_case) {
             cl_mem m = ocl_alloc(&e, 64);
             MPI_Datatype t = ocl_type(&e);
