@@ -16,10 +16,13 @@
 // explains why that suffices), on a private duplicate of the window's communicator made
 // at creation, since the user may free theirs. Every time, on every member, so all make
 // the same calls. MPI_Win_wait waits through MPI_Win_test while transfers are in flight.
-// Not covered: MPI_Win_start and MPI_Win_complete, which MPICH may also block in, and the
-// large-count forms.
+// MPICH's MPI_Win_start waits for the targets' MPI_Win_post, which a target whose
+// receive needs this rank's transfer never reaches; so post and start synchronise on the
+// private communicator instead, with progress (MPI_Win_post below). Not covered: the
+// large-count window constructors.
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "binding/binding.h"
 
@@ -70,6 +73,26 @@ int create_window(MPI_Comm comm, MPI_Win *win, Make make) {
     window_comms()[*win] = dup;
     return MPI_SUCCESS;
 }
+
+// The ranks in win's communicator of the members of `group` (a group of win's
+// processes); false, with nothing to do, when the group is not one MPICH accepts.
+bool window_ranks(MPI_Group group, MPI_Win win, std::vector<int> *out) {
+    int n = 0;
+    if (PMPI_Group_size(group, &n) != MPI_SUCCESS) return false;
+    MPI_Group window_group;
+    if (PMPI_Win_get_group(win, &window_group) != MPI_SUCCESS) return false;
+    std::vector<int> in(n);
+    for (int i = 0; i < n; ++i) in[i] = i;
+    out->assign(n, MPI_UNDEFINED);
+    int rc = n == 0 ? MPI_SUCCESS : PMPI_Group_translate_ranks(group, n, in.data(), window_group, out->data());
+    PMPI_Group_free(&window_group);
+    return rc == MPI_SUCCESS;
+}
+
+// A target's word to each origin of its exposure epoch that it has posted: an empty
+// message on the window's private communicator (tag 0 there is never used otherwise).
+// Epochs of one window match in order, as the messages of one pair and tag do.
+constexpr int kPostedTag = 0;
 
 }  // namespace
 
@@ -226,6 +249,54 @@ int MPI_Win_wait(MPI_Win win) {
         if (rc != MPI_SUCCESS || flag) return rc;
         progress_poke();
     }
+}
+
+// PSCW synchronisation moves out of MPICH onto the window's private communicator: a
+// target's MPI_Win_post sends each origin an empty notice after MPICH's post, and an
+// origin's MPI_Win_start waits for its targets' notices, driving MPI-ACC meanwhile (the
+// standard lets MPI_Win_start block until the matching posts). MPICH then gets
+// MPI_MODE_NOCHECK on both sides, which is exactly what the notices establish: every
+// matching post has completed before the start. Besides the progress rule this avoids
+// MPICH 4.0.2's own post counting, in which a start hangs when the post of a later epoch
+// has also arrived by then (its wait is `while (group size != posts seen)`): our
+// notices wait in order, one per target and epoch. A user's MPI_MODE_NOCHECK goes to
+// MPICH as given, with no notices (the standard requires it on both sides).
+int MPI_Win_post(MPI_Group group, int assert, MPI_Win win) {
+    MPI_Comm meet = context().initialized ? meeting_comm_of(win) : MPI_COMM_NULL;
+    std::vector<int> origins;
+    if (meet == MPI_COMM_NULL || (assert & MPI_MODE_NOCHECK) || !window_ranks(group, win, &origins))
+        return PMPI_Win_post(group, assert, win);
+    int rc = PMPI_Win_post(group, assert | MPI_MODE_NOCHECK, win);
+    if (rc != MPI_SUCCESS) return rc;
+    for (int r : origins) {
+        if (r == MPI_UNDEFINED) continue;
+        MPI_Request req;
+        // Empty, so MPICH sends it at once; nothing waits for it here.
+        rc = PMPI_Isend(nullptr, 0, MPI_BYTE, r, kPostedTag, meet, &req);
+        if (rc == MPI_SUCCESS) rc = PMPI_Request_free(&req);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+}
+
+int MPI_Win_start(MPI_Group group, int assert, MPI_Win win) {
+    MPI_Comm meet = context().initialized ? meeting_comm_of(win) : MPI_COMM_NULL;
+    std::vector<int> targets;
+    if (meet == MPI_COMM_NULL || (assert & MPI_MODE_NOCHECK) || !window_ranks(group, win, &targets))
+        return PMPI_Win_start(group, assert, win);
+    std::vector<MPI_Request> notices;
+    notices.reserve(targets.size());
+    for (int r : targets) {
+        if (r == MPI_UNDEFINED) continue;
+        notices.push_back(MPI_REQUEST_NULL);
+        int rc = PMPI_Irecv(nullptr, 0, MPI_BYTE, r, kPostedTag, meet, &notices.back());
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    for (MPI_Request &n : notices) {
+        int rc = wait_mpich_request(&n, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    return PMPI_Win_start(group, assert | MPI_MODE_NOCHECK, win);
 }
 
 int MPI_Win_attach(MPI_Win win, void *base, MPI_Aint size) {

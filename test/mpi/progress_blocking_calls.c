@@ -254,6 +254,29 @@ static void win_wait(void) {
     MPI_Group_free(&world);
 }
 
+/* The other way round: rank 0 (origin) starts, puts and completes with the message in
+ * flight; rank 1 (target) posts and waits only after its receive. MPICH's start or
+ * complete waits for the target's post. */
+static void win_complete(void) {
+    MPI_Group world, peer;
+    const int other = 1 - mt_rank;
+    MPI_Comm_group(W, &world);
+    MPI_Group_incl(world, 1, &other, &peer);
+    win_mem[1] = -1;
+    if (mt_rank == 0) {
+        int v = 778;
+        MPI_Win_start(peer, 0, win);
+        MPI_Put(&v, 1, MPI_INT, 1, 1, 1, MPI_INT, win);
+        MPI_Win_complete(win);
+    } else {
+        MPI_Win_post(peer, 0, win);
+        MPI_Win_wait(win);
+        MT_CHECK(win_mem[1] == 778, "after MPI_Win_wait the window holds %d", win_mem[1]);
+    }
+    MPI_Group_free(&peer);
+    MPI_Group_free(&world);
+}
+
 static MPI_Comm inter;
 static void intercomm_merge(void) {
     MPI_Comm c = MPI_COMM_NULL;
@@ -306,6 +329,7 @@ int main(int argc, char **argv) {
         {"isend_9MiB_then_win_fence_while_peer_recvs_does_not_hang", win_fence},
         {"isend_9MiB_then_win_allocate_and_free_while_peer_recvs_does_not_hang", win_allocate_and_free},
         {"isend_9MiB_then_win_wait_while_peer_recvs_does_not_hang", win_wait},
+        {"isend_9MiB_then_win_start_and_complete_while_peer_recvs_does_not_hang", win_complete},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
         MT_CASE(cases[i].name) { with_pending_rendezvous(cases[i].call); }
