@@ -232,50 +232,31 @@ static void win_allocate_and_free(void) {
     MT_CHECK(w == MPI_WIN_NULL, "MPI_Win_free left the handle set");
 }
 
-/* Post-start-complete-wait: rank 0 (target) posts and waits with the message in flight;
- * rank 1 (origin) starts, puts and completes after its receive. */
-static void win_wait(void) {
+/* One post-start-complete-wait epoch: `target` posts and waits, the other rank starts,
+ * puts `value` and completes. Rank 0 makes its calls with the message in flight, rank 1
+ * after its receive. */
+static void pscw_epoch(int target, int value) {
     MPI_Group world, peer;
     const int other = 1 - mt_rank;
     MPI_Comm_group(W, &world);
     MPI_Group_incl(world, 1, &other, &peer);
     win_mem[1] = -1;
-    if (mt_rank == 0) {
+    if (mt_rank == target) {
         MPI_Win_post(peer, 0, win);
         MPI_Win_wait(win);
-        MT_CHECK(win_mem[1] == 777, "after MPI_Win_wait the window holds %d", win_mem[1]);
+        MT_CHECK(win_mem[1] == value, "after MPI_Win_wait the window holds %d", win_mem[1]);
     } else {
-        int v = 777;
         MPI_Win_start(peer, 0, win);
-        MPI_Put(&v, 1, MPI_INT, 0, 1, 1, MPI_INT, win);
+        MPI_Put(&value, 1, MPI_INT, target, 1, 1, MPI_INT, win);
         MPI_Win_complete(win);
     }
     MPI_Group_free(&peer);
     MPI_Group_free(&world);
 }
-
-/* The other way round: rank 0 (origin) starts, puts and completes with the message in
- * flight; rank 1 (target) posts and waits only after its receive. MPICH's start or
- * complete waits for the target's post. */
-static void win_complete(void) {
-    MPI_Group world, peer;
-    const int other = 1 - mt_rank;
-    MPI_Comm_group(W, &world);
-    MPI_Group_incl(world, 1, &other, &peer);
-    win_mem[1] = -1;
-    if (mt_rank == 0) {
-        int v = 778;
-        MPI_Win_start(peer, 0, win);
-        MPI_Put(&v, 1, MPI_INT, 1, 1, 1, MPI_INT, win);
-        MPI_Win_complete(win);
-    } else {
-        MPI_Win_post(peer, 0, win);
-        MPI_Win_wait(win);
-        MT_CHECK(win_mem[1] == 778, "after MPI_Win_wait the window holds %d", win_mem[1]);
-    }
-    MPI_Group_free(&peer);
-    MPI_Group_free(&world);
-}
+/* Rank 0 the target: its MPI_Win_wait must drive the transfer. */
+static void win_wait(void) { pscw_epoch(0, 777); }
+/* Rank 0 the origin: MPICH's start waits for a post rank 1 makes only after its receive. */
+static void win_complete(void) { pscw_epoch(1, 778); }
 
 static MPI_Comm inter;
 static void intercomm_merge(void) {
