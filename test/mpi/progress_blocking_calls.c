@@ -5,8 +5,11 @@
  * needs rank 0 to answer rank 1's CTS after the Isend, so each case hangs (run-test's time
  * limit) if the call blocks in MPICH without driving MPI-ACC. Each case also checks what
  * the call computed. Before session 18, MPI_Comm_split, MPI_Comm_dup and
- * MPI_Reduce_scatter hung this way.
+ * MPI_Reduce_scatter hung this way; before session 19, MPI_Win_start (rank 0 the origin)
+ * and MPI_File_open.
  * MPIACC-TEST-RANKS: 2 */
+#include <unistd.h>
+
 #include "p2p_util.h"
 
 #define N P2P_RNDV_BYTES
@@ -258,6 +261,21 @@ static void win_wait(void) { pscw_epoch(0, 777); }
 /* Rank 0 the origin: MPICH's start waits for a post rank 1 makes only after its receive. */
 static void win_complete(void) { pscw_epoch(1, 778); }
 
+/* Collective MPI-IO: open, a collective write and read, close (each blocks in MPICH until
+ * both ranks are in it). The file is per job and deleted on close. */
+static char io_path[256];
+static void file_collectives(void) {
+    MPI_File fh;
+    int mine[2] = {40 + mt_rank, 50 + mt_rank}, back[4] = {0, 0, 0, 0};
+    MPI_File_open(W, io_path, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL, &fh);
+    MPI_File_write_at_all(fh, 8 * mt_rank, mine, 2, MPI_INT, MPI_STATUS_IGNORE);
+    MPI_File_sync(fh);
+    MPI_File_read_at_all(fh, 0, back, 4, MPI_INT, MPI_STATUS_IGNORE);
+    MT_CHECK(back[0] == 40 && back[1] == 50 && back[2] == 41 && back[3] == 51, "the file reads %d %d %d %d", back[0],
+             back[1], back[2], back[3]);
+    MPI_File_close(&fh);
+}
+
 static MPI_Comm inter;
 static void intercomm_merge(void) {
     MPI_Comm c = MPI_COMM_NULL;
@@ -280,6 +298,8 @@ int main(int argc, char **argv) {
         MPI_Win_create(win_mem, 2 * sizeof(int), sizeof(int), MPI_INFO_NULL, W, &win);
         MPI_Comm_split(W, mt_rank, 0, &half);
         MPI_Intercomm_create(half, 0, W, 1 - mt_rank, 77, &inter);
+        if (mt_rank == 0) snprintf(io_path, sizeof io_path, "/tmp/mpiacc-progress-io.%ld", (long)getpid());
+        MPI_Bcast(io_path, sizeof io_path, MPI_CHAR, 0, W);
     }
 
     static const struct {
@@ -311,6 +331,7 @@ int main(int argc, char **argv) {
         {"isend_9MiB_then_win_allocate_and_free_while_peer_recvs_does_not_hang", win_allocate_and_free},
         {"isend_9MiB_then_win_wait_while_peer_recvs_does_not_hang", win_wait},
         {"isend_9MiB_then_win_start_and_complete_while_peer_recvs_does_not_hang", win_complete},
+        {"isend_9MiB_then_file_open_write_all_read_all_close_while_peer_recvs_does_not_hang", file_collectives},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
         MT_CASE(cases[i].name) { with_pending_rendezvous(cases[i].call); }
