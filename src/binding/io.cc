@@ -18,10 +18,8 @@
 // driven by the completion calls like any MPICH request.
 //
 // The wrappers are generated (maint/gen-io.py, io_wrappers.inc); open and close are here.
-#include <mutex>
-#include <unordered_map>
-
 #include "binding/binding.h"
+#include "binding/meeting_comms.h"
 
 using namespace mpiacc;
 
@@ -29,17 +27,8 @@ namespace {
 
 constexpr const char *kRefusal = "MPI-IO on device buffers is not supported yet";
 
-std::mutex files_mutex;
-std::unordered_map<MPI_File, MPI_Comm> &file_comms() {
-    static auto *comms = new std::unordered_map<MPI_File, MPI_Comm>;  // outlives static destructors
-    return *comms;
-}
-
-MPI_Comm meeting_comm_of(MPI_File fh) {
-    std::lock_guard<std::mutex> lock(files_mutex);
-    auto it = file_comms().find(fh);
-    return it == file_comms().end() ? MPI_COMM_NULL : it->second;
-}
+// Files' meeting communicators.
+MeetingComms<MPI_File> files;
 
 // MPI_SUCCESS, or the error raised on fh for the buffer argument.
 int io_require_host(const char *call, MPI_File fh, const void *buf, MPI_Datatype type) {
@@ -52,12 +41,9 @@ int io_require_host(const char *call, MPI_File fh, const void *buf, MPI_Datatype
     return code;
 }
 
-// Meets the members of fh's communicator (files opened before MPI_Init through
-// libmpiacc, or by PMPI directly, have none: they go straight to MPICH).
+// Meets the members of fh's communicator, reporting a failure on fh.
 int io_meet(const char *call, MPI_File fh) {
-    MPI_Comm meet = meeting_comm_of(fh);
-    if (meet == MPI_COMM_NULL) return MPI_SUCCESS;
-    int rc = meet_members(meet);
+    int rc = files.meet(fh);
     if (rc == MPI_SUCCESS) return rc;
     int code = make_error_code(rc, call, "meeting the file's processes before the collective call failed");
     PMPI_File_call_errhandler(fh, code);
@@ -68,52 +54,25 @@ int io_meet(const char *call, MPI_File fh) {
 
 #define MPIACC_IO_ENTRY(passthrough) \
     if (!context().initialized) return passthrough
-#define MPIACC_IO_HOST(call, fh, buf, type)                 \
-    do {                                                    \
-        int rc_ = io_require_host(call, fh, buf, type);     \
-        if (rc_ != MPI_SUCCESS) return rc_;                 \
+#define MPIACC_IO_HOST(call, fh, buf, type)             \
+    do {                                                \
+        int rc_ = io_require_host(call, fh, buf, type); \
+        if (rc_ != MPI_SUCCESS) return rc_;             \
     } while (0)
-#define MPIACC_IO_MEET(call, fh)              \
-    do {                                      \
-        int rc_ = io_meet(call, fh);          \
-        if (rc_ != MPI_SUCCESS) return rc_;   \
+#define MPIACC_IO_MEET(call, fh)            \
+    do {                                    \
+        int rc_ = io_meet(call, fh);        \
+        if (rc_ != MPI_SUCCESS) return rc_; \
     } while (0)
 
 extern "C" {
 
 int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
-    if (!context().initialized || comm == MPI_COMM_NULL) return PMPI_File_open(comm, filename, amode, info, fh);
-    int rc = meet_members(comm);
-    if (rc != MPI_SUCCESS) return rc;
-    rc = PMPI_File_open(comm, filename, amode, info, fh);
-    if (rc != MPI_SUCCESS) return rc;
-    // Every member opened it: the duplicate is collective too.
-    MPI_Comm dup = MPI_COMM_NULL;
-    MPI_Request r;
-    rc = PMPI_Comm_idup(comm, &dup, &r);
-    if (rc == MPI_SUCCESS) rc = wait_mpich_request(&r, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return rc;
-    std::lock_guard<std::mutex> lock(files_mutex);
-    file_comms()[*fh] = dup;
-    return MPI_SUCCESS;
+    return files.create(comm, fh, [&] { return PMPI_File_open(comm, filename, amode, info, fh); });
 }
 
 int MPI_File_close(MPI_File *fh) {
-    const MPI_File handle = *fh;
-    MPI_Comm meet = context().initialized ? meeting_comm_of(handle) : MPI_COMM_NULL;
-    if (meet != MPI_COMM_NULL) {
-        int rc = meet_members(meet);
-        if (rc != MPI_SUCCESS) return rc;
-    }
-    int rc = PMPI_File_close(fh);
-    if (rc == MPI_SUCCESS && meet != MPI_COMM_NULL) {
-        {
-            std::lock_guard<std::mutex> lock(files_mutex);
-            file_comms().erase(handle);
-        }
-        PMPI_Comm_free(&meet);
-    }
-    return rc;
+    return files.destroy(fh, [&] { return PMPI_File_close(fh); });
 }
 
 #include "binding/io_wrappers.inc"

@@ -20,11 +20,10 @@
 // receive needs this rank's transfer never reaches; so post and start synchronise on the
 // private communicator instead, with progress (MPI_Win_post below). Not covered: the
 // large-count window constructors.
-#include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "binding/binding.h"
+#include "binding/meeting_comms.h"
 
 using namespace mpiacc;
 
@@ -42,37 +41,8 @@ int require_host(const void *buf, MPI_Datatype type, MPI_Win win, const char *ca
     return code;
 }
 
-// Window -> the private duplicate of its communicator where its members meet.
-std::mutex windows_mutex;
-std::unordered_map<MPI_Win, MPI_Comm> &window_comms() {
-    static auto *comms = new std::unordered_map<MPI_Win, MPI_Comm>;  // outlives static destructors
-    return *comms;
-}
-
-MPI_Comm meeting_comm_of(MPI_Win win) {
-    std::lock_guard<std::mutex> lock(windows_mutex);
-    auto it = window_comms().find(win);
-    return it == window_comms().end() ? MPI_COMM_NULL : it->second;
-}
-
-// Runs a window constructor `make` (which sets *win) after the members of comm have met,
-// then records a duplicate of comm for the window's later meetings.
-template <typename Make>
-int create_window(MPI_Comm comm, MPI_Win *win, Make make) {
-    if (!context().initialized || comm == MPI_COMM_NULL) return make();
-    int rc = meet_members(comm);
-    if (rc != MPI_SUCCESS) return rc;
-    rc = make();
-    if (rc != MPI_SUCCESS) return rc;
-    MPI_Comm dup = MPI_COMM_NULL;
-    MPI_Request r;
-    rc = PMPI_Comm_idup(comm, &dup, &r);
-    if (rc == MPI_SUCCESS) rc = wait_mpich_request(&r, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return rc;
-    std::lock_guard<std::mutex> lock(windows_mutex);
-    window_comms()[*win] = dup;
-    return MPI_SUCCESS;
-}
+// Windows' meeting communicators.
+MeetingComms<MPI_Win> windows;
 
 // The ranks in win's communicator of the members of `group` (a group of win's
 // processes); false, with nothing to do, when the group is not one MPICH accepts.
@@ -97,13 +67,13 @@ constexpr int kPostedTag = 0;
 }  // namespace
 
 // Returns from the calling wrapper when (buf, type) is not host memory.
-#define MPIACC_RMA_HOST(buf, type, arg)                          \
-    do {                                                         \
-        int rc_ = require_host(buf, type, win, call, arg);       \
-        if (rc_ != MPI_SUCCESS) return rc_;                      \
+#define MPIACC_RMA_HOST(buf, type, arg)                    \
+    do {                                                   \
+        int rc_ = require_host(buf, type, win, call, arg); \
+        if (rc_ != MPI_SUCCESS) return rc_;                \
     } while (0)
-#define MPIACC_RMA_ENTRY(name, passthrough)                           \
-    const char *call = name;                                          \
+#define MPIACC_RMA_ENTRY(name, passthrough) \
+    const char *call = name;                \
     if (!context().initialized || only_host_buffers(context())) return passthrough
 
 extern "C" {
@@ -132,7 +102,7 @@ int MPI_Accumulate(const void *obuf, int ocount, MPI_Datatype otype, int target,
 int MPI_Get_accumulate(const void *obuf, int ocount, MPI_Datatype otype, void *rbuf, int rcount, MPI_Datatype rtype,
                        int target, MPI_Aint tdisp, int tcount, MPI_Datatype ttype, MPI_Op op, MPI_Win win) {
     MPIACC_RMA_ENTRY("MPI_Get_accumulate", PMPI_Get_accumulate(obuf, ocount, otype, rbuf, rcount, rtype, target, tdisp,
-                                                                tcount, ttype, op, win));
+                                                               tcount, ttype, op, win));
     if (op != MPI_NO_OP) MPIACC_RMA_HOST(obuf, otype, "origin_addr");  // not read with MPI_NO_OP
     MPIACC_RMA_HOST(rbuf, rtype, "result_addr");
     return PMPI_Get_accumulate(obuf, ocount, otype, rbuf, rcount, rtype, target, tdisp, tcount, ttype, op, win);
@@ -146,8 +116,8 @@ int MPI_Fetch_and_op(const void *obuf, void *rbuf, MPI_Datatype type, int target
     return PMPI_Fetch_and_op(obuf, rbuf, type, target, tdisp, op, win);
 }
 
-int MPI_Compare_and_swap(const void *obuf, const void *cbuf, void *rbuf, MPI_Datatype type, int target,
-                         MPI_Aint tdisp, MPI_Win win) {
+int MPI_Compare_and_swap(const void *obuf, const void *cbuf, void *rbuf, MPI_Datatype type, int target, MPI_Aint tdisp,
+                         MPI_Win win) {
     MPIACC_RMA_ENTRY("MPI_Compare_and_swap", PMPI_Compare_and_swap(obuf, cbuf, rbuf, type, target, tdisp, win));
     MPIACC_RMA_HOST(obuf, type, "origin_addr");
     MPIACC_RMA_HOST(cbuf, type, "compare_addr");
@@ -181,7 +151,7 @@ int MPI_Rget_accumulate(const void *obuf, int ocount, MPI_Datatype otype, void *
                         int target, MPI_Aint tdisp, int tcount, MPI_Datatype ttype, MPI_Op op, MPI_Win win,
                         MPI_Request *req) {
     MPIACC_RMA_ENTRY("MPI_Rget_accumulate", PMPI_Rget_accumulate(obuf, ocount, otype, rbuf, rcount, rtype, target,
-                                                                  tdisp, tcount, ttype, op, win, req));
+                                                                 tdisp, tcount, ttype, op, win, req));
     if (op != MPI_NO_OP) MPIACC_RMA_HOST(obuf, otype, "origin_addr");
     MPIACC_RMA_HOST(rbuf, rtype, "result_addr");
     return PMPI_Rget_accumulate(obuf, ocount, otype, rbuf, rcount, rtype, target, tdisp, tcount, ttype, op, win, req);
@@ -195,48 +165,29 @@ int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_
         int rc = require_host_buffer(base, MPI_BYTE, "base", kRefusal, &why);
         if (rc != MPI_SUCCESS) return raise_error(comm, rc, "MPI_Win_create", why);
     }
-    return create_window(comm, win, [&] { return PMPI_Win_create(base, size, disp_unit, info, comm, win); });
+    return windows.create(comm, win, [&] { return PMPI_Win_create(base, size, disp_unit, info, comm, win); });
 }
 
 int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win) {
-    return create_window(comm, win, [&] { return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win); });
+    return windows.create(comm, win, [&] { return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win); });
 }
 
-int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,
-                            MPI_Win *win) {
-    return create_window(comm, win,
-                         [&] { return PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win); });
+int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, MPI_Win *win) {
+    return windows.create(comm, win,
+                          [&] { return PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win); });
 }
 
 int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win) {
-    return create_window(comm, win, [&] { return PMPI_Win_create_dynamic(info, comm, win); });
+    return windows.create(comm, win, [&] { return PMPI_Win_create_dynamic(info, comm, win); });
 }
 
 int MPI_Win_fence(int assert, MPI_Win win) {
-    MPI_Comm meet = context().initialized ? meeting_comm_of(win) : MPI_COMM_NULL;
-    if (meet != MPI_COMM_NULL) {
-        int rc = meet_members(meet);
-        if (rc != MPI_SUCCESS) return rc;
-    }
-    return PMPI_Win_fence(assert, win);
+    int rc = windows.meet(win);
+    return rc != MPI_SUCCESS ? rc : PMPI_Win_fence(assert, win);
 }
 
 int MPI_Win_free(MPI_Win *win) {
-    const MPI_Win handle = *win;
-    MPI_Comm meet = context().initialized ? meeting_comm_of(handle) : MPI_COMM_NULL;
-    if (meet != MPI_COMM_NULL) {
-        int rc = meet_members(meet);
-        if (rc != MPI_SUCCESS) return rc;
-    }
-    int rc = PMPI_Win_free(win);
-    if (rc == MPI_SUCCESS && meet != MPI_COMM_NULL) {
-        {
-            std::lock_guard<std::mutex> lock(windows_mutex);
-            window_comms().erase(handle);
-        }
-        PMPI_Comm_free(&meet);
-    }
-    return rc;
+    return windows.destroy(win, [&] { return PMPI_Win_free(win); });
 }
 
 // Not collective: it waits for the origins' MPI_Win_complete. While this rank has
@@ -262,9 +213,9 @@ int MPI_Win_wait(MPI_Win win) {
 // notices wait in order, one per target and epoch. A user's MPI_MODE_NOCHECK goes to
 // MPICH as given, with no notices (the standard requires it on both sides).
 int MPI_Win_post(MPI_Group group, int assert, MPI_Win win) {
-    MPI_Comm meet = context().initialized ? meeting_comm_of(win) : MPI_COMM_NULL;
+    MPI_Comm meet = windows.of(win);
     std::vector<int> origins;
-    if (meet == MPI_COMM_NULL || (assert & MPI_MODE_NOCHECK) || !window_ranks(group, win, &origins))
+    if (meet == MPI_COMM_NULL || (assert &MPI_MODE_NOCHECK) || !window_ranks(group, win, &origins))
         return PMPI_Win_post(group, assert, win);
     int rc = PMPI_Win_post(group, assert | MPI_MODE_NOCHECK, win);
     if (rc != MPI_SUCCESS) return rc;
@@ -280,9 +231,9 @@ int MPI_Win_post(MPI_Group group, int assert, MPI_Win win) {
 }
 
 int MPI_Win_start(MPI_Group group, int assert, MPI_Win win) {
-    MPI_Comm meet = context().initialized ? meeting_comm_of(win) : MPI_COMM_NULL;
+    MPI_Comm meet = windows.of(win);
     std::vector<int> targets;
-    if (meet == MPI_COMM_NULL || (assert & MPI_MODE_NOCHECK) || !window_ranks(group, win, &targets))
+    if (meet == MPI_COMM_NULL || (assert &MPI_MODE_NOCHECK) || !window_ranks(group, win, &targets))
         return PMPI_Win_start(group, assert, win);
     std::vector<MPI_Request> notices;
     notices.reserve(targets.size());
