@@ -30,6 +30,8 @@ int run_to_completion(Op *op);
 
 // Waits for an MPICH request while keeping MPI-ACC transfers moving.
 int wait_mpich_request(MPI_Request *req, MPI_Status *status);
+// Waits for MPICH requests `reqs` one after another (statuses ignored), the same way.
+int wait_each(std::vector<MPI_Request> &reqs);
 
 // (count, type) of a large-count call in the form an int entry point takes: a count that
 // fits an int as it is, a larger one as one element of a contiguous type of `count`

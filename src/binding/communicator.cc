@@ -33,15 +33,6 @@ int mpiacc::meet_members(MPI_Comm comm) {
 
 namespace {
 
-// Waits for `reqs` (MPICH requests) one after another, MPI-ACC's transfers moving meanwhile.
-int wait_each(std::vector<MPI_Request> &reqs) {
-    for (MPI_Request &r : reqs) {
-        int rc = wait_mpich_request(&r, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) return rc;
-    }
-    return MPI_SUCCESS;
-}
-
 // An empty message each way with world rank `peer` under `tag` on the meeting channel:
 // MPI_SUCCESS once the peer has called too.
 int exchange_with(int peer, int tag) {

@@ -178,6 +178,14 @@ int wait_mpich_request(MPI_Request *req, MPI_Status *status) {
     }
 }
 
+int wait_each(std::vector<MPI_Request> &reqs) {
+    for (MPI_Request &r : reqs) {
+        int rc = wait_mpich_request(&r, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+}
+
 int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, SendMode mode,
                 const char *call, MPI_Request *request) {
     Context &ctx = context();

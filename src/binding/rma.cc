@@ -215,7 +215,7 @@ int MPI_Win_wait(MPI_Win win) {
 int MPI_Win_post(MPI_Group group, int assert, MPI_Win win) {
     MPI_Comm meet = windows.of(win);
     std::vector<int> origins;
-    if (meet == MPI_COMM_NULL || (assert &MPI_MODE_NOCHECK) || !window_ranks(group, win, &origins))
+    if (meet == MPI_COMM_NULL || (MPI_MODE_NOCHECK & assert) || !window_ranks(group, win, &origins))
         return PMPI_Win_post(group, assert, win);
     int rc = PMPI_Win_post(group, assert | MPI_MODE_NOCHECK, win);
     if (rc != MPI_SUCCESS) return rc;
@@ -233,7 +233,7 @@ int MPI_Win_post(MPI_Group group, int assert, MPI_Win win) {
 int MPI_Win_start(MPI_Group group, int assert, MPI_Win win) {
     MPI_Comm meet = windows.of(win);
     std::vector<int> targets;
-    if (meet == MPI_COMM_NULL || (assert &MPI_MODE_NOCHECK) || !window_ranks(group, win, &targets))
+    if (meet == MPI_COMM_NULL || (MPI_MODE_NOCHECK & assert) || !window_ranks(group, win, &targets))
         return PMPI_Win_start(group, assert, win);
     std::vector<MPI_Request> notices;
     notices.reserve(targets.size());
@@ -243,11 +243,8 @@ int MPI_Win_start(MPI_Group group, int assert, MPI_Win win) {
         int rc = PMPI_Irecv(nullptr, 0, MPI_BYTE, r, kPostedTag, meet, &notices.back());
         if (rc != MPI_SUCCESS) return rc;
     }
-    for (MPI_Request &n : notices) {
-        int rc = wait_mpich_request(&n, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) return rc;
-    }
-    return PMPI_Win_start(group, assert | MPI_MODE_NOCHECK, win);
+    int rc = wait_each(notices);
+    return rc != MPI_SUCCESS ? rc : PMPI_Win_start(group, assert | MPI_MODE_NOCHECK, win);
 }
 
 int MPI_Win_attach(MPI_Win win, void *base, MPI_Aint size) {
