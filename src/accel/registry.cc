@@ -1,4 +1,5 @@
 #include <memory>
+#include <vector>
 
 #include "accel/accel.h"
 #include "config.h"
@@ -25,6 +26,31 @@ bool accel_built(BufKind kind) {
 #endif
         default: return false;
     }
+}
+
+namespace {
+// Per thread: batches nest (a round inside a completion call's own), and each thread
+// flushes what it deferred.
+thread_local int batch_depth = 0;
+thread_local std::vector<std::shared_ptr<CopyBatch::Holder>> batch_holders;
+}  // namespace
+
+CopyBatch::CopyBatch() { ++batch_depth; }
+
+CopyBatch::~CopyBatch() {
+    if (--batch_depth != 0 || batch_holders.empty()) return;
+    // A flush may defer nothing new (no batch is open now), so one pass empties the list.
+    std::vector<std::shared_ptr<Holder>> holders;
+    holders.swap(batch_holders);
+    for (auto &h : holders) h->flush();
+}
+
+bool CopyBatch::open() { return batch_depth > 0; }
+
+void CopyBatch::hold(std::shared_ptr<Holder> holder) {
+    for (const auto &h : batch_holders)
+        if (h == holder) return;
+    batch_holders.push_back(std::move(holder));
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "accel/accel.h"
 #include "core/context.h"
 #include "core/error.h"
 #include "core/progress.h"
@@ -318,6 +319,7 @@ void finish_envelope_ops(std::vector<std::pair<int, std::unique_ptr<RecvOp>>> &o
     // transfers' depth of slots).
     progress_until([&] {
         StateLock lock;
+        CopyBatch batch;  // the pulls these envelopes start go to the device together
         bool all = true;
         for (auto &e : ops) {
             if (!e.second->complete) e.second->progress();

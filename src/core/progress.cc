@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "accel/accel.h"
 #include "protocol/transfer.h"
 
 namespace mpiacc {
@@ -42,6 +43,8 @@ void progress_poke(bool skip_host_recvs) {
     Context &ctx = context();
     StateLock lock;
     if (ctx.pending.get() == 0) return;
+    // The pulls this round's envelopes start go to the device together (accel.h).
+    CopyBatch batch;
     // Control messages only ever come for a sender awaiting CTS/FIN or a receiver in its
     // data phase (ABORT); otherwise polling the channel would cost a progress call.
     if (!ctx.senders.empty() || !ctx.receivers.empty()) poll_control_messages();

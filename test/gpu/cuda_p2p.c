@@ -879,6 +879,67 @@ static void c_small_copies_by_kernel_at_every_alignment(void) {
     CK(cudaFree(d));
 }
 
+/* A window of 40 device sends (8 B to 3 MiB + 1, into device memory, tagged and found by
+ * pointer, and into pinned host memory) that the receiver's first progress round finds
+ * all matched: with IPC its pulls go to the device in batches (cudaMemcpyBatchAsync, at
+ * most 32 a batch) unless MPIACC_CUDA_BATCH_PULLS=0 or CUDA is older than 12.8. Every
+ * byte and status is checked, and the receiver's batch counter says which way they went. */
+static void c_window_of_pulls_goes_to_the_device_in_batches(void) {
+    enum { N = 40 };
+    static const size_t sz[] = {8, 4096, 65537, 256 * KiB, MiB + 3, 3 * MiB + 1};
+    enum { NSZ = sizeof sz / sizeof sz[0] };
+    const int ipc = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on();
+    const char *knob = getenv("MPIACC_CUDA_BATCH_PULLS");
+    const int knob_on = !(knob && (!strcmp(knob, "0") || !strcmp(knob, "off") || !strcmp(knob, "no")));
+    int driver = 0;
+    CK(cudaDriverGetVersion(&driver));
+    const int batching = ipc && knob_on && CUDART_VERSION >= 12080 && driver >= 12080;
+    const int tagbase = 7700;
+    msg_t m[N];
+    MPI_Request q[N];
+    MPI_Status sts[N];
+    MPI_Datatype tagged = view_type(&CUDA_TAGGED);
+    const long long batches0 = mpiacc_counter_value("cuda.copy.batch");
+    MCK(MPI_Barrier(W));
+    for (int i = 0; i < N; ++i) {
+        const size_t n = sz[i % NSZ];
+        /* The largest into pinned host memory (pulled straight in from 2 MiB), the
+         * others into device memory, tagged or not. */
+        const view_t *v = mt_rank == 0 ? &CUDA_TAGGED : n > 2 * MiB ? &PINNED_PLAIN : i % 2 ? &CUDA_AUTO : &CUDA_TAGGED;
+        MPI_Datatype t = v == &CUDA_TAGGED ? tagged : MPI_CHAR;
+        if (mt_rank == 0) {
+            send_prepare(&m[i], v, n, msg_off(tagbase + i, 0));
+            MCK(MPI_Isend(m[i].p, m[i].count, t, 1, tagbase + i, W, &q[i]));
+        } else {
+            recv_prepare(&m[i], v, n);
+            MCK(MPI_Irecv(m[i].p, m[i].count, t, 0, tagbase + i, W, &q[i]));
+        }
+    }
+    /* Rank 0's envelopes are all queued before rank 1 next polls. */
+    if (mt_rank == 1) usleep(100 * 1000);
+    MCK(MPI_Waitall(N, q, sts));
+    for (int i = 0; i < N; ++i) {
+        const size_t n = sz[i % NSZ];
+        if (mt_rank == 1) {
+            GPU_CHECK_STATUS(sts[i], 0, tagbase + i, n, "window message %d, %zu bytes", i, n);
+            recv_check(&m[i], n, msg_off(tagbase + i, 0), "window of MPI_Irecv", n);
+        }
+        msg_free(&m[i]);
+    }
+    const long long batches = mpiacc_counter_value("cuda.copy.batch") - batches0;
+    if (mt_rank == 1) {
+        if (batching)
+            MT_CHECK(batches >= 1, "no batch of pulls for a window of %d device messages all matched at once", N);
+        else
+            MT_CHECK(batches == 0,
+                     "%lld batches of pulls with IPC %s, MPIACC_CUDA_BATCH_PULLS %s, CUDA runtime %d, "
+                     "driver %d",
+                     batches, ipc ? "on" : "off", knob ? knob : "unset", CUDART_VERSION, driver);
+        printf("# window of %d: %lld batch calls (%s)\n", N, batches, batching ? "expected" : "none expected");
+    }
+    view_type_free(&CUDA_TAGGED, &tagged);
+}
+
 /* Host messages of 2 MiB and up into device memory on the same node go through the
  * sender's shared staging slots, which the receiver's device copies out of (SHARED
  * mode); with MPIACC_IPC=0 (or MPIACC_SHARED_STAGING=0) through the pipeline, as
@@ -944,17 +1005,16 @@ static const gpu_case_t cases[] = {
     {"probe_and_iprobe_report_real_size_of_device_messages", c_probe_reports_real_size, 0},
     {"mprobe_improbe_then_mrecv_imrecv_into_device_memory", c_mprobe_mrecv_into_device, 0},
     {"any_source_any_tag_receives_into_device_memory", c_any_source_into_device, 0},
-    {"device_receive_larger_than_message_gets_message_size_and_writes_nothing_more",
-     c_receive_larger_than_message, 0},
+    {"device_receive_larger_than_message_gets_message_size_and_writes_nothing_more", c_receive_larger_than_message, 0},
     {"device_receive_too_small_gets_err_truncate_and_sender_completes", c_truncation_into_device, 0},
     {"zero_byte_device_messages_including_null_pointer", c_zero_byte_device_messages, 0},
-    {"small_device_sends_pulled_or_staged_by_receive_kind",
-     c_small_sends_pulled_or_staged_by_receive_kind, 0},
+    {"small_device_sends_pulled_or_staged_by_receive_kind", c_small_sends_pulled_or_staged_by_receive_kind, 0},
     {"small_isends_stage_at_the_call_unless_they_depend_on_a_stream",
      c_small_isends_stage_at_the_call_unless_they_depend_on_a_stream, 0},
     {"small_device_copies_by_kernel_at_every_alignment", c_small_copies_by_kernel_at_every_alignment, 0},
     {"large_host_sends_into_device_take_shared_staging_unless_ipc_is_off",
      c_large_host_sends_into_device_take_shared_staging, 0},
+    {"window_of_pulls_goes_to_the_device_in_batches", c_window_of_pulls_goes_to_the_device_in_batches, 0},
 };
 
 int main(int argc, char **argv) {
