@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "accel/accel.h"
 #include "binding/binding.h"
 
 using namespace mpiacc;
@@ -233,6 +234,9 @@ int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit,
         // Held through PMPI_Testsome: it frees the requests of host receives, which a
         // progress round on another thread would otherwise poll at the same time.
         StateLock lock;
+        // Envelopes that complete host receives together start their pulls together
+        // (accel.h); closed before the lock is.
+        CopyBatch batch;
         if (!s.classified || s.changes != ctx.host_recvs.changes) classify(count, reqs, s, order);
         for (int i : s.op_entries) {
             if (s.done[i] || newly >= limit) continue;

@@ -879,12 +879,17 @@ static void c_small_copies_by_kernel_at_every_alignment(void) {
     CK(cudaFree(d));
 }
 
-/* A window of 40 device sends (8 B to 3 MiB + 1, into device memory, tagged and found by
- * pointer, and into pinned host memory) that the receiver's first progress round finds
- * all matched: with IPC its pulls go to the device in batches (cudaMemcpyBatchAsync, at
- * most 32 a batch) unless MPIACC_CUDA_BATCH_PULLS=0 or CUDA is older than 12.8. Every
- * byte and status is checked, and the receiver's batch counter says which way they went. */
-static void c_window_of_pulls_goes_to_the_device_in_batches(void) {
+/* Windows of 40 device sends that the receiver's first progress round finds all matched:
+ * with IPC their pulls go to the device in batches (cudaMemcpyBatchAsync, at most 32 a
+ * batch) unless MPIACC_CUDA_BATCH_PULLS=0 or CUDA is older than 12.8. Two windows:
+ *   mixed: 8 B to 3 MiB + 1, into device memory (tagged, and found by pointer), pageable
+ *     host memory (pulled through pinned slots) and, from 2 MiB, pinned host memory
+ *     (pulled straight in); the device receives start their pulls in a progress round;
+ *   host: 64 KiB + 1 into pageable host memory only: host receives whose envelopes
+ *     MPI_Waitall's own test completes together start their pulls there.
+ * Every byte and status is checked, and the receiver's batch counter says which way each
+ * window went. */
+static void window_of_pulls(int host_only, int tagbase) {
     enum { N = 40 };
     static const size_t sz[] = {8, 4096, 65537, 256 * KiB, MiB + 3, 3 * MiB + 1};
     enum { NSZ = sizeof sz / sizeof sz[0] };
@@ -894,7 +899,7 @@ static void c_window_of_pulls_goes_to_the_device_in_batches(void) {
     int driver = 0;
     CK(cudaDriverGetVersion(&driver));
     const int batching = ipc && knob_on && CUDART_VERSION >= 12080 && driver >= 12080;
-    const int tagbase = 7700;
+    const char *name = host_only ? "host" : "mixed";
     msg_t m[N];
     MPI_Request q[N];
     MPI_Status sts[N];
@@ -902,10 +907,12 @@ static void c_window_of_pulls_goes_to_the_device_in_batches(void) {
     const long long batches0 = mpiacc_counter_value("cuda.copy.batch");
     MCK(MPI_Barrier(W));
     for (int i = 0; i < N; ++i) {
-        const size_t n = sz[i % NSZ];
-        /* The largest into pinned host memory (pulled straight in from 2 MiB), the
-         * others into device memory, tagged or not. */
-        const view_t *v = mt_rank == 0 ? &CUDA_TAGGED : n > 2 * MiB ? &PINNED_PLAIN : i % 2 ? &CUDA_AUTO : &CUDA_TAGGED;
+        const size_t n = host_only ? 65537 : sz[i % NSZ];
+        const view_t *v = mt_rank == 0              ? &CUDA_TAGGED
+                          : host_only || i % 3 == 2 ? &HOST_PLAIN
+                          : n > 2 * MiB             ? &PINNED_PLAIN
+                          : i % 2                   ? &CUDA_AUTO
+                                                    : &CUDA_TAGGED;
         MPI_Datatype t = v == &CUDA_TAGGED ? tagged : MPI_CHAR;
         if (mt_rank == 0) {
             send_prepare(&m[i], v, n, msg_off(tagbase + i, 0));
@@ -919,25 +926,30 @@ static void c_window_of_pulls_goes_to_the_device_in_batches(void) {
     if (mt_rank == 1) usleep(100 * 1000);
     MCK(MPI_Waitall(N, q, sts));
     for (int i = 0; i < N; ++i) {
-        const size_t n = sz[i % NSZ];
+        const size_t n = host_only ? 65537 : sz[i % NSZ];
         if (mt_rank == 1) {
-            GPU_CHECK_STATUS(sts[i], 0, tagbase + i, n, "window message %d, %zu bytes", i, n);
-            recv_check(&m[i], n, msg_off(tagbase + i, 0), "window of MPI_Irecv", n);
+            GPU_CHECK_STATUS(sts[i], 0, tagbase + i, n, "%s window, message %d, %zu bytes", name, i, n);
+            recv_check(&m[i], n, msg_off(tagbase + i, 0), name, n);
         }
         msg_free(&m[i]);
     }
     const long long batches = mpiacc_counter_value("cuda.copy.batch") - batches0;
     if (mt_rank == 1) {
         if (batching)
-            MT_CHECK(batches >= 1, "no batch of pulls for a window of %d device messages all matched at once", N);
+            MT_CHECK(batches >= 1, "no batch of pulls for a %s window of %d messages all matched at once", name, N);
         else
             MT_CHECK(batches == 0,
-                     "%lld batches of pulls with IPC %s, MPIACC_CUDA_BATCH_PULLS %s, CUDA runtime %d, "
-                     "driver %d",
-                     batches, ipc ? "on" : "off", knob ? knob : "unset", CUDART_VERSION, driver);
-        printf("# window of %d: %lld batch calls (%s)\n", N, batches, batching ? "expected" : "none expected");
+                     "%lld batches of pulls in the %s window with IPC %s, MPIACC_CUDA_BATCH_PULLS %s, CUDA runtime "
+                     "%d, driver %d",
+                     batches, name, ipc ? "on" : "off", knob ? knob : "unset", CUDART_VERSION, driver);
+        printf("# %s window of %d: %lld batch calls (%s)\n", name, N, batches, batching ? "expected" : "none expected");
     }
     view_type_free(&CUDA_TAGGED, &tagged);
+}
+
+static void c_window_of_pulls_goes_to_the_device_in_batches(void) {
+    window_of_pulls(0, 7700);
+    window_of_pulls(1, 7750);
 }
 
 /* Host messages of 2 MiB and up into device memory on the same node go through the
