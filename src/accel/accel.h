@@ -95,7 +95,8 @@ public:
     };
     // Whether a CopyBatch is open on the calling thread.
     static bool open();
-    // `holder` deferred a copy in the open batch; flushed (once) when it closes.
+    // `holder` deferred a copy in the open batch; flushed (once) when it closes, or at
+    // once when no batch is open on this thread.
     static void hold(std::shared_ptr<Holder> holder);
 };
 

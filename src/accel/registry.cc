@@ -48,6 +48,11 @@ CopyBatch::~CopyBatch() {
 bool CopyBatch::open() { return batch_depth > 0; }
 
 void CopyBatch::hold(std::shared_ptr<Holder> holder) {
+    // Nothing open to flush it later (a caller that did not ask open()): at once.
+    if (batch_depth == 0) {
+        holder->flush();
+        return;
+    }
     for (const auto &h : batch_holders)
         if (h == holder) return;
     batch_holders.push_back(std::move(holder));
