@@ -65,6 +65,8 @@ public:
     virtual bool test() = 0;
     // MPI_SUCCESS, or an MPI error class once the work failed.
     virtual int error() const { return MPI_SUCCESS; }
+    // What failed, for the message of the call that waited on it ("" if unknown).
+    virtual std::string what() const { return {}; }
     // Blocks until the work is done if it waits on nothing but MPI-ACC's own queues (no
     // user stream or event, no peer's event), so that it ends within its own running
     // time; returns at once otherwise. For a blocking call with nothing else in flight:

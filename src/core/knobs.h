@@ -38,6 +38,10 @@ bool parse_bool(const std::string &text, bool *out);
 bool parse_size(const std::string &text, std::size_t *out);
 bool parse_int(const std::string &text, long *out);
 
+// The testing-only fault knobs (MPIACC_FAULT_*): `spec` is "RANK:N[,RANK:N...]"; true when
+// `event`, counted from 1 on this process, is the N-th of world rank `rank` in it.
+bool fault_planned(const std::string &spec, int rank, long event);
+
 }  // namespace mpiacc
 
 // Exported for the test programs and benchmarks: the effective value of a numeric knob

@@ -285,21 +285,9 @@ bool chunk_copy_fault(std::string *why) {
     if (ctx.knobs.fault_chunk_copy.empty()) return false;
     static std::atomic<long> copies{0};
     const long n = ++copies;
-    // "RANK:N,RANK:N": parsed each time; a test makes a handful of copies.
-    const std::string &spec = ctx.knobs.fault_chunk_copy;
-    for (std::size_t at = 0; at < spec.size();) {
-        std::size_t end = spec.find(',', at);
-        if (end == std::string::npos) end = spec.size();
-        int rank = -1;
-        long nth = 0;
-        if (std::sscanf(spec.substr(at, end - at).c_str(), "%d:%ld", &rank, &nth) == 2 && rank == ctx.world_rank &&
-            nth == n) {
-            *why = format("chunk copy %ld of rank %d failed on purpose (MPIACC_FAULT_CHUNK_COPY)", n, rank);
-            return true;
-        }
-        at = end + 1;
-    }
-    return false;
+    if (!fault_planned(ctx.knobs.fault_chunk_copy, ctx.world_rank, n)) return false;
+    *why = format("chunk copy %ld of rank %d failed on purpose (MPIACC_FAULT_CHUNK_COPY)", n, ctx.world_rank);
+    return true;
 }
 
 void stop_chunks(std::vector<ChunkState> *chunks, ChunkFlow flow) {

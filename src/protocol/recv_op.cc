@@ -775,8 +775,10 @@ bool RecvOp::slot_pulls_step() {
         }
         if (it->copy->error() != MPI_SUCCESS) {
             if (ipc_error_ == MPI_SUCCESS) {
+                const std::string what = it->copy->what();
                 ipc_error_ = it->copy->error();
-                ipc_why_ = "copying a chunk of the sender's device memory into a pinned slot failed";
+                ipc_why_ = "copying a chunk of the sender's device memory into a pinned slot failed" +
+                           (what.empty() ? "" : ": " + what);
             }
         } else if (ipc_error_ == MPI_SUCCESS) {
             if (char *contig = dest_.contiguous_host())
@@ -828,7 +830,10 @@ void RecvOp::ipc_step() {
     }
     for (auto &c : ipc_copies_) {
         if (!c->test()) return;
-        if (c->error() != MPI_SUCCESS && ipc_error_ == MPI_SUCCESS) ipc_error_ = c->error();
+        if (c->error() != MPI_SUCCESS && ipc_error_ == MPI_SUCCESS) {
+            ipc_error_ = c->error();
+            ipc_why_ = c->what();
+        }
     }
     if (ipc_error_ != MPI_SUCCESS) {
         ipc_copies_.clear();

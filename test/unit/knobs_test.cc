@@ -269,5 +269,19 @@ TEST(Knobs, every_declared_default_parses_as_its_type) {
     for (const auto &k : Knobs::registry()) EXPECT_NE(canonical_default(k), "<malformed>") << k.name;
 }
 
+TEST(FaultPlan, NamesTheNthEventOfOneRank) {
+    EXPECT_TRUE(fault_planned("1:3,1:10", 1, 3));
+    EXPECT_TRUE(fault_planned("1:3,1:10", 1, 10));
+    EXPECT_FALSE(fault_planned("1:3,1:10", 1, 4));
+    EXPECT_FALSE(fault_planned("1:3,1:10", 0, 3)) << "another rank's fault";
+    EXPECT_FALSE(fault_planned("", 0, 1));
+}
+
+TEST(FaultPlan, MalformedEntriesNameNothingAndSpoilNoOther) {
+    EXPECT_FALSE(fault_planned("x", 0, 1));
+    EXPECT_FALSE(fault_planned("1:", 1, 1));
+    EXPECT_TRUE(fault_planned("junk,,2:5", 2, 5));
+}
+
 }  // namespace
 }  // namespace mpiacc

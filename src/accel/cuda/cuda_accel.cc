@@ -524,7 +524,7 @@ public:
         return true;
     }
     int error() const override { return error_; }
-    const std::string &what() const { return what_; }
+    std::string what() const override { return what_; }
 
 private:
     std::shared_ptr<EventRef> ev_;
@@ -566,6 +566,7 @@ public:
     // an open CopyBatch) with the other pulls of the batch. Fails only on an error to
     // report at once.
     int begin(bool host_orders, std::string *why) {
+        if (stream_index_ == kPullStream) plan_pull_fault();
         if (!host_orders && may_defer()) {
             defer();
             return MPI_SUCCESS;
@@ -612,7 +613,7 @@ public:
         return finish();
     }
     int error() const override { return error_; }
-    const std::string &what() const { return what_; }
+    std::string what() const override { return what_; }
 
     // With no dependency the copy only waits for earlier copies on our own stream. The
     // event has no blocking-sync flag, so the driver spins: it saw an 8-byte copy end as
@@ -651,6 +652,17 @@ private:
     }
     void defer();
     void flush_batch();
+    // MPIACC_FAULT_PULL: whether this pull, counted in this process, is to fail.
+    void plan_pull_fault() {
+        const Context &ctx = context();
+        if (ctx.knobs.fault_pull.empty()) return;
+        static std::atomic<long> pulls{0};
+        const long n = ++pulls;
+        if (!fault_planned(ctx.knobs.fault_pull, ctx.world_rank, n)) return;
+        fault_planned_ = true;
+        fault_why_ =
+            format("IPC pull %ld of rank %d failed to enqueue on purpose (MPIACC_FAULT_PULL)", n, ctx.world_rank);
+    }
 
     // 1: all reached, 0: some pending, -1: one failed (error_ set).
     int poll_dependencies() {
@@ -667,6 +679,11 @@ private:
     }
 
     int start(std::string *why) {
+        if (fault_planned_) {
+            fail(fault_why_);
+            *why = what_;
+            return error_;
+        }
         DeviceGuard guard(device_->ordinal, device_->driver.get());
         cudaError_t e = guard.error();
         const char *step = "cudaSetDevice";
@@ -762,6 +779,8 @@ private:
     bool started_ = false;
     bool finished_ = false;
     std::atomic<bool> deferred_{false};  // held by device_->pull_batch, not yet enqueued
+    bool fault_planned_ = false;         // MPIACC_FAULT_PULL chose this pull
+    std::string fault_why_;
     int error_ = MPI_SUCCESS;
     std::string what_;
 };
@@ -891,10 +910,18 @@ void PullBatch::flush() {
     cudaStream_t stream = device_->streams[kPullStream];
     std::lock_guard<std::mutex> order(tracker->enqueue_mutex);
     std::vector<CopyCompletion *> enqueued;
-    if (enqueue_together(run, stream)) {
+    // A planned fault (MPIACC_FAULT_PULL) takes the path of a refused batch call: one call
+    // per copy, the faulted one failing alone.
+    const bool fault = std::any_of(run.begin(), run.end(), [](const CopyCompletion *c) { return c->fault_planned_; });
+    if (!fault && enqueue_together(run, stream)) {
         enqueued = run;
     } else {
         for (CopyCompletion *c : run) {
+            if (c->fault_planned_) {
+                c->fail(c->fault_why_);
+                c->finish();
+                continue;
+            }
             cudaError_t e = quiet(cudaMemcpyAsync(c->dst_, c->src_, c->len_, cudaMemcpyDefault, stream));
             if (e == cudaSuccess) {
                 enqueued.push_back(c);
