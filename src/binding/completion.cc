@@ -3,6 +3,7 @@
 // receives (core/host_recv.h) are MPICH requests with a record beside them: tested in the
 // same batch as MPICH's own, then finished from the record.
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -234,9 +235,10 @@ int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit,
         // Held through PMPI_Testsome: it frees the requests of host receives, which a
         // progress round on another thread would otherwise poll at the same time.
         StateLock lock;
-        // Envelopes that complete host receives together start their pulls together
-        // (accel.h); closed before the lock is.
-        CopyBatch batch;
+        // Opened at the first envelope only, so the host receives' own completions pay
+        // nothing: envelopes that complete host receives together start their pulls
+        // together (accel.h). Closed before the lock is.
+        std::optional<CopyBatch> batch;
         if (!s.classified || s.changes != ctx.host_recvs.changes) classify(count, reqs, s, order);
         for (int i : s.op_entries) {
             if (s.done[i] || newly >= limit) continue;
@@ -309,6 +311,7 @@ int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit,
                     if (!complete_host_recv_fast(rec, s.sts[k], mrc, &st[i])) {
                         MPI_Comm comm;
                         st[i].MPI_ERROR = MPI_SUCCESS;
+                        if (!batch) batch.emplace();
                         std::unique_ptr<RecvOp> op = complete_host_recv(rec, s.sts[k], mrc, &st[i], &s.errs[i], &comm);
                         if (op)
                             s.envelopes.emplace_back(i, std::move(op));

@@ -636,6 +636,7 @@ static void c_zero_byte_device_messages(void) {
 }
 
 long long mpiacc_counter_value(const char *name);
+long long mpiacc_knob_value(const char *name); /* libmpiacc: a knob's value in effect */
 
 /* Small device sends until one is pulled by a blocking device receive, which ends any
  * run of staged sends an earlier declined offer left (at most 1025 sends). */
@@ -894,8 +895,7 @@ static void window_of_pulls(int host_only, int tagbase) {
     static const size_t sz[] = {8, 4096, 65537, 256 * KiB, MiB + 3, 3 * MiB + 1};
     enum { NSZ = sizeof sz / sizeof sz[0] };
     const int ipc = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on();
-    const char *knob = getenv("MPIACC_CUDA_BATCH_PULLS");
-    const int knob_on = !(knob && (!strcmp(knob, "0") || !strcmp(knob, "off") || !strcmp(knob, "no")));
+    const int knob_on = mpiacc_knob_value("MPIACC_CUDA_BATCH_PULLS") != 0;
     int driver = 0;
     CK(cudaDriverGetVersion(&driver));
     const int batching = ipc && knob_on && CUDART_VERSION >= 12080 && driver >= 12080;
@@ -941,7 +941,7 @@ static void window_of_pulls(int host_only, int tagbase) {
             MT_CHECK(batches == 0,
                      "%lld batches of pulls in the %s window with IPC %s, MPIACC_CUDA_BATCH_PULLS %s, CUDA runtime "
                      "%d, driver %d",
-                     batches, name, ipc ? "on" : "off", knob ? knob : "unset", CUDART_VERSION, driver);
+                     batches, name, ipc ? "on" : "off", knob_on ? "on" : "off", CUDART_VERSION, driver);
         printf("# %s window of %d: %lld batch calls (%s)\n", name, N, batches, batching ? "expected" : "none expected");
     }
     view_type_free(&CUDA_TAGGED, &tagged);

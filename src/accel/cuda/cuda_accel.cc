@@ -817,6 +817,8 @@ private:
 
     // Whether one batch call took the copies; false leaves them to one call each.
     bool enqueue_together(const std::vector<CopyCompletion *> &run, cudaStream_t stream);
+    // The copy ends, failed, without having been enqueued.
+    static void abandon(CopyCompletion *copy, const std::string &what);
     void fail_all(const std::vector<CopyCompletion *> &run, const std::string &what);
 
     DeviceState *device_;  // owns this batch
@@ -840,11 +842,13 @@ void CopyCompletion::defer() {
 
 void CopyCompletion::flush_batch() { device_->pull_batch->flush(); }
 
+void PullBatch::abandon(CopyCompletion *copy, const std::string &what) {
+    copy->fail(what);
+    copy->finish();
+}
+
 void PullBatch::fail_all(const std::vector<CopyCompletion *> &run, const std::string &what) {
-    for (CopyCompletion *c : run) {
-        c->fail(what);
-        c->finish();
-    }
+    for (CopyCompletion *c : run) abandon(c, what);
 }
 
 bool PullBatch::enqueue_together(const std::vector<CopyCompletion *> &run, cudaStream_t stream) {
@@ -918,8 +922,7 @@ void PullBatch::flush() {
     } else {
         for (CopyCompletion *c : run) {
             if (c->fault_planned_) {
-                c->fail(c->fault_why_);
-                c->finish();
+                abandon(c, c->fault_why_);
                 continue;
             }
             cudaError_t e = quiet(cudaMemcpyAsync(c->dst_, c->src_, c->len_, cudaMemcpyDefault, stream));
@@ -927,9 +930,8 @@ void PullBatch::flush() {
                 enqueued.push_back(c);
                 continue;
             }
-            c->fail(format("cudaMemcpyAsync for a %zu-byte copy on device %d: %s", c->len_, device_->ordinal,
-                           cuda_text(e).c_str()));
-            c->finish();
+            abandon(c, format("cudaMemcpyAsync for a %zu-byte copy on device %d: %s", c->len_, device_->ordinal,
+                              cuda_text(e).c_str()));
         }
     }
     if (enqueued.empty()) return;
