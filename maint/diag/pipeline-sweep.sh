@@ -21,7 +21,7 @@ for round in $(seq 1 "$rounds"); do
       echo "=== round $round $label"
       env MPIACC_IPC=0 MPIACC_CHUNK_SIZE=$chunk MPIACC_PIPELINE_DEPTH=$depth timeout 120 \
         $MPIEXEC -n 2 bench/pt2pt --rounds 1 --watchdog 20 --sizes 4M,16M,64M \
-        --dirs D-\>D,D-\>H,H-\>D --configs mpich-host,pipeline,mpiacc --label "$label" \
+        --dirs D-\>D,D-\>H,H-\>D,H-\>H --configs mpich-host,pipeline,mpiacc --label "$label" \
         --csv "$out/sweep-$round-$label.csv" >/dev/null
       grep -v '^#' "$out/sweep-$round-$label.csv" | sed "s/^/$round,$label,/" >>"$csv"
       rm -f "$out/sweep-$round-$label.csv"
