@@ -1,0 +1,184 @@
+// How soon can the host know that a small copy is done, and what does issuing it cost?
+// Issue 4's 8 B D->H and H->D messages trail staging by hand (cudaMemcpy + MPI_Send) by
+// 0.3-1 us, and the library's copies pay cudaMemcpyAsync with cudaMemcpyDefault, a
+// cuStreamWriteValue64 of a done word and a cudaEventRecord before they are polled. One
+// process, no MPI: for each copy (device 0 to pinned host, pinned host to device 0, and a
+// pull by device 1 from device 0's memory over peer access) and LEN bytes, every variant
+//   sync         cudaMemcpy: what staging by hand does (for the pull, cudaMemcpyPeer, which
+//                returns before a device-to-device copy ends: the call alone)
+//   streamsync   cudaMemcpyAsync (explicit kind) + cudaStreamSynchronize
+//   streamquery  cudaMemcpyAsync (explicit kind), then cudaStreamQuery until done
+//   event        cudaMemcpyAsync (cudaMemcpyDefault) + cudaEventRecord, cudaEventQuery until done
+//   flag+event   cudaMemcpyAsync (cudaMemcpyDefault) + cuStreamWriteValue64 + cudaEventRecord,
+//                the word polled in host memory (the library's default)
+//   flag         the same without the event
+//   flag-kind    flag, with the explicit kind
+// runs in turn, ITERS times each, on a non-blocking stream of the greatest priority (the
+// library's; PRIO 0 gives the default priority instead). Prints per variant the median and
+// 10th percentile of the time from issue to seen done, and the median CPU time of the
+// cudaMemcpyAsync call alone. Session 22's runs: bench/results/explore-2026-11-25-h200x2-s22.txt.
+//
+//   nvcc -O2 -o /tmp/small-copy maint/diag/small-copy-completion.cu -lcuda
+//   /tmp/small-copy [LEN [ITERS [PRIO]]]    (LEN default 8, ITERS default 2000, PRIO 1)
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#define CK(x)                                                                                  \
+    do {                                                                                       \
+        cudaError_t e_ = (x);                                                                  \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+#define CKD(x)                                                             \
+    do {                                                                   \
+        CUresult r_ = (x);                                                 \
+        if (r_ != CUDA_SUCCESS) {                                          \
+            fprintf(stderr, "%s:%d %s: %d\n", __FILE__, __LINE__, #x, r_); \
+            exit(1);                                                       \
+        }                                                                  \
+    } while (0)
+
+static double now() {
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
+}
+static double pct(std::vector<double> v, double p) {
+    std::sort(v.begin(), v.end());
+    return v[(size_t)(p * (v.size() - 1))];
+}
+
+enum Variant { SYNC, STREAMSYNC, STREAMQUERY, EVENT, FLAG_EVENT, FLAG, FLAG_KIND, NVARIANTS };
+static const char *kNames[] = {"sync", "streamsync", "streamquery", "event", "flag+event", "flag", "flag-kind"};
+
+struct Copy {
+    const char *name;
+    int device;  // the device whose stream runs it
+    void *dst;
+    const void *src;
+    cudaMemcpyKind kind;
+    int peer_src;  // for the pull: the source device (cudaMemcpyPeer); -1 otherwise
+};
+
+struct Stream {
+    cudaStream_t s;
+    cudaEvent_t ev;
+    volatile unsigned long long *word;  // pinned, mapped
+    CUdeviceptr word_dev;
+    unsigned long long seq = 0;
+};
+
+static Stream make_stream(int dev, bool greatest_priority) {
+    Stream st;
+    CK(cudaSetDevice(dev));
+    int least, greatest;
+    CK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CK(cudaStreamCreateWithPriority(&st.s, cudaStreamNonBlocking, greatest_priority ? greatest : least));
+    CK(cudaEventCreateWithFlags(&st.ev, cudaEventDisableTiming));
+    void *w;
+    CK(cudaHostAlloc(&w, 64, cudaHostAllocMapped | cudaHostAllocPortable));
+    st.word = static_cast<volatile unsigned long long *>(w);
+    *st.word = 0;
+    void *wd;
+    CK(cudaHostGetDevicePointer(&wd, w, 0));
+    st.word_dev = reinterpret_cast<CUdeviceptr>(wd);
+    return st;
+}
+
+// One copy in one variant; returns the time from issue to seen done, and the CPU time of
+// the cudaMemcpyAsync call in *call_us.
+static double one(const Copy &c, Stream &st, Variant v, size_t len, double *call_us) {
+    CK(cudaSetDevice(c.device));
+    const double t0 = now();
+    *call_us = 0;
+    if (v == SYNC) {
+        if (c.peer_src >= 0)
+            CK(cudaMemcpyPeer(c.dst, c.device, c.src, c.peer_src, len));
+        else
+            CK(cudaMemcpy(c.dst, c.src, len, c.kind));
+        return now() - t0;
+    }
+    const bool explicit_kind = v == STREAMSYNC || v == STREAMQUERY || v == FLAG_KIND;
+    CK(cudaMemcpyAsync(c.dst, c.src, len, explicit_kind ? c.kind : cudaMemcpyDefault, st.s));
+    *call_us = now() - t0;
+    const bool flagged = v == FLAG_EVENT || v == FLAG || v == FLAG_KIND;
+    if (flagged)
+        CKD(cuStreamWriteValue64(reinterpret_cast<CUstream>(st.s), st.word_dev, ++st.seq,
+                                 CU_STREAM_WRITE_VALUE_DEFAULT));
+    if (v == EVENT || v == FLAG_EVENT) CK(cudaEventRecord(st.ev, st.s));
+    switch (v) {
+        case STREAMSYNC: CK(cudaStreamSynchronize(st.s)); break;
+        case STREAMQUERY:
+            while (cudaStreamQuery(st.s) == cudaErrorNotReady) {
+            }
+            break;
+        case EVENT:
+            while (cudaEventQuery(st.ev) == cudaErrorNotReady) {
+            }
+            break;
+        default:
+            while (*st.word < st.seq) {
+            }
+            break;
+    }
+    const double t = now() - t0;
+    if (v == FLAG_EVENT) CK(cudaEventSynchronize(st.ev));  // the event back idle, as the pool's would be
+    return t;
+}
+
+int main(int argc, char **argv) {
+    size_t len = argc > 1 ? strtoull(argv[1], nullptr, 0) : 8;
+    int iters = argc > 2 ? atoi(argv[2]) : 2000;
+    bool prio = argc > 3 ? atoi(argv[3]) != 0 : true;
+    int ndev = 0;
+    CK(cudaGetDeviceCount(&ndev));
+    void *d0, *d1 = nullptr, *h;
+    CK(cudaSetDevice(0));
+    CK(cudaMalloc(&d0, len));
+    CK(cudaMemset(d0, 1, len));
+    CK(cudaMallocHost(&h, len));
+    std::vector<Copy> copies = {{"D2H dev0", 0, h, d0, cudaMemcpyDeviceToHost, -1},
+                                {"H2D dev0", 0, d0, h, cudaMemcpyHostToDevice, -1}};
+    std::vector<Stream> streams = {make_stream(0, prio), make_stream(0, prio)};
+    if (ndev > 1) {
+        CK(cudaSetDevice(1));
+        CK(cudaMalloc(&d1, len));
+        int can = 0;
+        CK(cudaDeviceCanAccessPeer(&can, 1, 0));
+        if (can) {
+            CK(cudaDeviceEnablePeerAccess(0, 0));
+            copies.push_back({"pull dev1<-dev0", 1, d1, d0, cudaMemcpyDeviceToDevice, 0});
+            streams.push_back(make_stream(1, prio));
+        }
+    }
+    printf(
+        "# %zu B, %d iterations a variant, interleaved, streams of %s priority; us from issue to\n"
+        "# seen done (median, p10), and the cudaMemcpyAsync call's CPU time (median)\n",
+        len, iters, prio ? "the greatest" : "the default");
+    for (size_t ci = 0; ci < copies.size(); ++ci) {
+        std::vector<std::vector<double>> t(NVARIANTS), call(NVARIANTS);
+        for (int w = 0; w < 200; ++w) {
+            double cu;
+            for (int v = 0; v < NVARIANTS; ++v) one(copies[ci], streams[ci], (Variant)v, len, &cu);
+        }
+        for (int i = 0; i < iters; ++i)
+            for (int v = 0; v < NVARIANTS; ++v) {
+                double cu;
+                t[v].push_back(one(copies[ci], streams[ci], (Variant)v, len, &cu));
+                call[v].push_back(cu);
+            }
+        printf("%-16s", copies[ci].name);
+        for (int v = 0; v < NVARIANTS; ++v)
+            printf(" | %s %.2f (%.2f) [%.2f]", kNames[v], pct(t[v], 0.5), pct(t[v], 0.1), pct(call[v], 0.5));
+        printf("\n");
+    }
+    return 0;
+}
