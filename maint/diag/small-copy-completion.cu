@@ -19,11 +19,14 @@
 // cudaMemcpyAsync call alone. Session 22's runs: bench/results/explore-2026-11-25-h200x2-s22.txt.
 //
 //   nvcc -O2 -o /tmp/small-copy maint/diag/small-copy-completion.cu -lcuda
-//   /tmp/small-copy [LEN [ITERS [PRIO]]]    (LEN default 8, ITERS default 2000, PRIO 1)
+//   /tmp/small-copy [LEN [ITERS [PRIO [EVICT]]]]    (8 B, 2000, 1, 0)
+// EVICT > 0: before each copy, write EVICT bytes of other memory, as an MPI process's
+// progress loop does between copies, so the driver's call runs with cold caches.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <algorithm>
 #include <string>
@@ -138,6 +141,9 @@ int main(int argc, char **argv) {
     size_t len = argc > 1 ? strtoull(argv[1], nullptr, 0) : 8;
     int iters = argc > 2 ? atoi(argv[2]) : 2000;
     bool prio = argc > 3 ? atoi(argv[3]) != 0 : true;
+    size_t evict = argc > 4 ? strtoull(argv[4], nullptr, 0) : 0;
+    std::vector<char> other(evict ? evict : 1);
+    unsigned char stir = 0;
     int ndev = 0;
     CK(cudaGetDeviceCount(&ndev));
     void *d0, *d1 = nullptr, *h;
@@ -160,9 +166,10 @@ int main(int argc, char **argv) {
         }
     }
     printf(
-        "# %zu B, %d iterations a variant, interleaved, streams of %s priority; us from issue to\n"
-        "# seen done (median, p10), and the cudaMemcpyAsync call's CPU time (median)\n",
-        len, iters, prio ? "the greatest" : "the default");
+        "# %zu B, %d iterations a variant, interleaved, streams of %s priority, %zu bytes\n"
+        "# written before each copy; us from issue to seen done (median, p10), and the\n"
+        "# cudaMemcpyAsync call's CPU time (median)\n",
+        len, iters, prio ? "the greatest" : "the default", evict);
     for (size_t ci = 0; ci < copies.size(); ++ci) {
         std::vector<std::vector<double>> t(NVARIANTS), call(NVARIANTS);
         for (int w = 0; w < 200; ++w) {
@@ -172,6 +179,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < iters; ++i)
             for (int v = 0; v < NVARIANTS; ++v) {
                 double cu;
+                if (evict) memset(other.data(), ++stir, evict);
                 t[v].push_back(one(copies[ci], streams[ci], (Variant)v, len, &cu));
                 call[v].push_back(cu);
             }
