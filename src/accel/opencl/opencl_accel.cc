@@ -1,3 +1,9 @@
+// cl_icd.h declares the whole dispatch table, deprecated entry points included. Where the
+// OpenCL headers are not system headers (an -I prefix, as on the GPU machine) each of
+// those is a warning, and --enable-werror fails: they are named on purpose here.
+#define CL_USE_DEPRECATED_OPENCL_1_0_APIS
+#define CL_USE_DEPRECATED_OPENCL_1_1_APIS
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include "accel/opencl/opencl_accel.h"
 
 #include <CL/cl_icd.h>
