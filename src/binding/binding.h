@@ -25,6 +25,31 @@ inline bool host_payload_size(long long bytes) {
            (threshold == 0 || static_cast<std::size_t>(bytes) < threshold);
 }
 
+// Host data under the hint size (MPIACC_HOST_RNDV_HINT_MIN) never asks whether its
+// receiver wants RTS/CTS: a compare on the entry points' plain path.
+inline bool below_rndv_hint(const Context &ctx, long long bytes) {
+    return ctx.knobs.host_rndv_hint_min == 0 || static_cast<std::size_t>(bytes) < ctx.knobs.host_rndv_hint_min;
+}
+
+// Whether host data to (comm, dest) goes as the plain payload: host_payload_size, unless
+// its receiver asked for RTS/CTS (host_rndv_hinted). One send asks at most once, so its
+// checks agree with each other though a hint may arrive in between.
+class HostPayloadRoute {
+public:
+    HostPayloadRoute(MPI_Comm comm, int dest) : comm_(comm), dest_(dest) {}
+    bool eager(long long bytes) {
+        if (!host_payload_size(bytes)) return false;
+        if (below_rndv_hint(context(), bytes)) return true;
+        if (hinted_ < 0) hinted_ = host_rndv_hinted(comm_, dest_, static_cast<std::size_t>(bytes)) ? 1 : 0;
+        return hinted_ == 0;
+    }
+
+private:
+    MPI_Comm comm_;
+    int dest_;
+    int hinted_ = -1;  // not asked yet
+};
+
 // Drives `op` (not in any table) to completion from a blocking call.
 int run_to_completion(Op *op);
 

@@ -190,7 +190,8 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
                 const char *call, MPI_Request *request) {
     Context &ctx = context();
     if (!ctx.initialized || dest == MPI_PROC_NULL) return pmpi_send(buf, count, type, dest, tag, comm, mode, request);
-    if (buffer_is_plain_host(ctx, buf) && host_payload_size(packed_bytes(count, type)))
+    HostPayloadRoute route(comm, dest);
+    if (buffer_is_plain_host(ctx, buf) && route.eager(packed_bytes(count, type)))
         return pmpi_send(buf, count, type, dest, tag, comm, mode, request);
 
     BufferAttrs attrs;
@@ -200,8 +201,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     if (attrs.kind == BufKind::HOST) {
         long long n = packed_bytes(count, type);
         // Invalid arguments are MPICH's to report, with its own checks.
-        if (n < 0 || count < 0 || host_payload_size(n))
-            return pmpi_send(buf, count, type, dest, tag, comm, mode, request);
+        if (n < 0 || count < 0 || route.eager(n)) return pmpi_send(buf, count, type, dest, tag, comm, mode, request);
     }
     // A blocking call makes every copy of a device buffer before it returns.
     attrs.within_call = request == nullptr;
@@ -213,7 +213,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     MessageBuffer mb;
     rc = make_message_buffer(const_cast<void *>(buf), count, type, attrs, &mb, &why);
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
-    if (mb.kind == BufKind::HOST && host_payload_size(static_cast<long long>(mb.bytes)))
+    if (mb.kind == BufKind::HOST && route.eager(static_cast<long long>(mb.bytes)))
         return pmpi_send(buf, count, type, dest, tag, comm, mode, request);
 
     bool stages_after_decline = false;  // see SendOp::post
@@ -474,8 +474,9 @@ namespace {
 // MPICH from the entry point, whose frame is then a tail call; send_common's frame
 // (room for the device paths) cost 6% of MPICH's 8-byte latency.
 inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_Datatype type) {
+    const long long bytes = static_cast<long long>(count) * static_cast<long long>(builtin_type_size(type));
     return ctx.initialized && is_builtin_type(type) && count >= 0 && buffer_is_plain_host(ctx, buf) &&
-           host_payload_size(static_cast<long long>(count) * static_cast<long long>(builtin_type_size(type)));
+           host_payload_size(bytes) && below_rndv_hint(ctx, bytes);
 }
 
 // The plain send and receive (builtin type, plain host memory, nothing in flight or

@@ -1,7 +1,10 @@
 #include <cstdio>
+#include <cstring>
+#include <vector>
 
 #include "core/context.h"
 #include "core/counters.h"
+#include "netmod/netmod.h"
 #include "protocol/transfer.h"
 
 namespace mpiacc {
@@ -24,6 +27,49 @@ bool take_control_message(ControlMessage *msg, int *from) {
     return true;
 }
 
+// MPIACC_HOST_RNDV_HINT_MIN's state, by world rank.
+struct RndvHints {
+    // Sender: the smallest host payload each receiver asked to get by RTS/CTS (0: none),
+    // how many receivers ask, and host sends since control messages were last taken.
+    std::vector<std::size_t> asked_by;
+    int asking = 0;
+    unsigned sends_since_poll = 0;
+    // Receiver: what this rank last told each sender (1: asked).
+    std::vector<std::uint8_t> told;
+    // Hints on their way, each kept until its send completes: a few at once, whatever the
+    // number of peers (DESIGN 2.7); with none free the next message asks again.
+    static constexpr int kInFlight = 4;
+    ControlMessage messages[kInFlight] = {};
+    MPI_Request requests[kInFlight] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+};
+
+RndvHints &rndv_hints() {
+    static RndvHints h;
+    const std::size_t n = static_cast<std::size_t>(context().world_size);
+    if (h.asked_by.size() != n) {
+        h.asked_by.assign(n, 0);
+        h.asking = 0;
+        h.told.assign(n, 0);
+    }
+    return h;
+}
+
+void on_rndv_hint(int from, const ControlMessage &msg) {
+    RndvHints &h = rndv_hints();
+    if (from < 0 || static_cast<std::size_t>(from) >= h.asked_by.size()) return;
+    const std::size_t ask = msg.status ? std::max<std::uint64_t>(msg.bytes, 1) : 0;
+    if ((h.asked_by[from] != 0) != (ask != 0)) h.asking += ask ? 1 : -1;
+    h.asked_by[from] = ask;
+    if (ask)
+        MPIACC_COUNT("protocol.rndv_hint.taken");
+    else
+        MPIACC_COUNT("protocol.rndv_hint.dropped");
+}
+
+// Host sends that may be hinted take the waiting control messages once in this many: a
+// probe costs a few tenths of a microsecond, these messages 15 us and more.
+constexpr unsigned kHintedSendsPerPoll = 4;
+
 }  // namespace
 
 void poll_control_messages() {
@@ -33,7 +79,9 @@ void poll_control_messages() {
     for (int k = 0; k < kMessagesPerPoll && take_control_message(&msg, &from); ++k) {
         if (msg.magic != kEnvelopeMagic) continue;
         auto type = static_cast<ControlType>(msg.type);
-        if (type == ControlType::ABORT) {
+        if (type == ControlType::RNDV_HINT) {
+            on_rndv_hint(from, msg);
+        } else if (type == ControlType::ABORT) {
             auto it = ctx.receivers.find({from, msg.transfer_id});
             if (it != ctx.receivers.end()) it->second->on_abort(msg);
         } else {
@@ -44,6 +92,59 @@ void poll_control_messages() {
                 MPIACC_COUNT("protocol.control.orphan");
         }
     }
+}
+
+void note_host_payload_route(int world_peer, std::size_t bytes, bool device_dest) {
+    if (!host_rndv_hint_size(context().knobs, bytes)) return;
+    RndvHints &h = rndv_hints();
+    if (world_peer < 0 || static_cast<std::size_t>(world_peer) >= h.told.size()) return;
+    const std::uint8_t want = device_dest ? 1 : 0;
+    if (h.told[world_peer] == want) return;
+    int slot = 0;
+    while (slot < RndvHints::kInFlight && h.requests[slot] != MPI_REQUEST_NULL && !netmod().test(&h.requests[slot]))
+        ++slot;
+    if (slot == RndvHints::kInFlight) return;
+    ControlMessage &m = h.messages[slot];
+    std::memset(&m, 0, sizeof m);
+    m.magic = kEnvelopeMagic;
+    m.type = static_cast<std::uint16_t>(ControlType::RNDV_HINT);
+    m.bytes = context().knobs.host_rndv_hint_min;
+    m.status = want;
+    if (netmod().send_bytes(&m, sizeof m, world_peer, kControlTag, &h.requests[slot]) != MPI_SUCCESS) {
+        h.requests[slot] = MPI_REQUEST_NULL;
+        return;
+    }
+    h.told[world_peer] = want;
+    if (want)
+        MPIACC_COUNT("protocol.rndv_hint.asked");
+    else
+        MPIACC_COUNT("protocol.rndv_hint.withdrawn");
+}
+
+bool host_rndv_hinted(MPI_Comm comm, int dest, std::size_t bytes) {
+    if (!host_rndv_hint_size(context().knobs, bytes)) return false;
+    StateLock lock;
+    RndvHints &h = rndv_hints();
+    // A receiver's request is a control message, which progress takes only while this
+    // rank has transfers of its own.
+    if (h.sends_since_poll++ % kHintedSendsPerPoll == 0) poll_control_messages();
+    if (h.asking == 0) return false;
+    const int peer = world_rank_of(comm, dest);
+    if (peer < 0 || static_cast<std::size_t>(peer) >= h.asked_by.size()) return false;
+    const std::size_t ask = h.asked_by[peer];
+    if (ask == 0 || bytes < ask) return false;
+    MPIACC_COUNT("protocol.send.host_rndv_hinted");
+    return true;
+}
+
+void finish_host_rndv_hints() {
+    RndvHints &h = rndv_hints();
+    for (MPI_Request &r : h.requests)
+        if (r != MPI_REQUEST_NULL) PMPI_Wait(&r, MPI_STATUS_IGNORE);
+    h.asked_by.clear();
+    h.asking = 0;
+    h.sends_since_poll = 0;
+    h.told.clear();
 }
 
 void drain_control_messages() {

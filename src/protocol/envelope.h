@@ -73,7 +73,9 @@ struct Envelope {
 // cannot produce the data after the CTS (a failed device copy), so nobody is stranded.
 // CHUNK_DONE (SHARED mode, receiver to sender): the receiver is done with chunk `bytes`'s
 // slot.
-enum class ControlType : std::uint16_t { CTS = 1, FIN = 2, ABORT = 3, CHUNK_DONE = 4 };
+// RNDV_HINT is a receiver's, outside any transfer (transfer_id 0): status 1 asks the
+// sender for RTS/CTS on its host sends of at least `bytes`, status 0 withdraws that.
+enum class ControlType : std::uint16_t { CTS = 1, FIN = 2, ABORT = 3, CHUNK_DONE = 4, RNDV_HINT = 5 };
 
 struct ControlMessage {
     std::uint32_t magic;

@@ -353,6 +353,27 @@ void poll_control_messages();
 // MPI_Finalize: takes what is left for transfers that are gone.
 void drain_control_messages();
 
+// MPIACC_HOST_RNDV_HINT_MIN. Host payloads under the rendezvous threshold go eagerly, and
+// a device receive takes each into a bounce buffer of its own: a window of 32 receives of
+// 1 MiB lands in 32 MiB that MPICH writes cold (5.1 GB/s on two H200s), where RTS/CTS
+// moves them through a few warm staging slots (15.0). Host receives keep the eager path.
+// A host message this size could be hinted: at least MPIACC_HOST_RNDV_HINT_MIN (when set)
+// and under MPIACC_HOST_RNDV_THRESHOLD, past which it goes by RTS/CTS anyway.
+inline bool host_rndv_hint_size(const Knobs &k, std::size_t bytes) {
+    return k.host_rndv_hint_min != 0 && bytes >= k.host_rndv_hint_min &&
+           (k.host_rndv_threshold == 0 || bytes < k.host_rndv_threshold);
+}
+// Receiver: a device receive got a host-sized payload of `bytes` from `world_peer`
+// (device_dest) or a host receive got an envelope for host data under the threshold
+// (!device_dest): tells that sender, once per change, to use RTS/CTS from
+// MPIACC_HOST_RNDV_HINT_MIN on, or to stop. Caller holds the StateLock.
+void note_host_payload_route(int world_peer, std::size_t bytes, bool device_dest);
+// Sender: whether host data of `bytes` to (comm, dest) is to go by RTS/CTS because its
+// receiver asked. Takes waiting control messages now and then, under the StateLock.
+bool host_rndv_hinted(MPI_Comm comm, int dest, std::size_t bytes);
+// MPI_Finalize, before drain_control_messages: completes the hints this rank sent.
+void finish_host_rndv_hints();
+
 // An envelope a probe had to receive to learn the message's real size.
 // Usually an envelope; a 200-byte payload from a program not using MPI-ACC is kept as
 // received and delivered as is.

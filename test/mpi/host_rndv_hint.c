@@ -1,0 +1,142 @@
+/* MPIACC_HOST_RNDV_HINT_MIN: a rank whose device receives get host payloads of at least
+ * that size asks the sender for RTS/CTS, once; the sender's later host sends of that size
+ * take it; a host receive that then gets such an envelope withdraws the request, once.
+ * Every message arrives intact and in order, eager and rendezvous mixed on one tag. The
+ * device is an OpenCL one (PoCL in CI). Built a second time with HINT_OFF: the same
+ * traffic, and nothing is asked.
+ * MPIACC-TEST-RANKS: 2 */
+#include "opencl_util.h"
+
+enum { BIG = 1 << 20, SMALL = 64 << 10, SENDS = 12 };
+
+static const char *cases[] = {
+    "host_sends_into_a_device_receive_are_asked_once_for_rendezvous_and_take_it",
+    "a_host_receive_of_a_hinted_envelope_withdraws_the_request_once",
+    "eager_and_hinted_rendezvous_messages_on_one_tag_land_in_posting_order",
+};
+
+#ifdef HINT_OFF
+static const int hint_on = 0;
+#else
+static const int hint_on = 1;
+#endif
+
+static long long count(const char *name) { return mpiacc_counter_value(name); }
+
+int main(int argc, char **argv) {
+    setenv("MPIACC_HOST_RNDV_HINT_MIN", hint_on ? "256K" : "0", 1);
+    MT_INIT(&argc, &argv);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    const int ncases = (int)(sizeof cases / sizeof cases[0]);
+    ocl_env e = ocl_setup_or_skip(cases, ncases);
+    int c = 0;
+    MPI_Datatype t = ocl_type(&e);
+    cl_mem m = ocl_alloc(&e, BIG);
+    unsigned char *h = p2p_alloc(BIG);
+
+    MT_CASE(cases[c++]) {
+        const long long asked0 = count("protocol.rndv_hint.asked"), taken0 = count("protocol.rndv_hint.taken"),
+                        hinted0 = count("protocol.send.host_rndv_hinted");
+        for (int i = 0; i < SENDS; ++i) {
+            if (mt_rank == 0) {
+                mt_fill(h, BIG, 10 + i);
+                MT_CHECK(MPI_Send(h, BIG, MPI_BYTE, 1, 5, MPI_COMM_WORLD) == MPI_SUCCESS, "host send %d", i);
+            } else if (mt_rank == 1) {
+                ocl_fill(&e, m, BIG, 0);
+                MPI_Status st;
+                MT_CHECK(MPI_Recv(m, BIG, t, 0, 5, MPI_COMM_WORLD, &st) == MPI_SUCCESS, "device receive %d", i);
+                MT_CHECK(p2p_count(&st, MPI_BYTE) == BIG, "message %d: status says %d bytes", i,
+                         p2p_count(&st, MPI_BYTE));
+                ocl_read(&e, m, 0, h, BIG);
+                P2P_CHECK_BYTES(h, BIG, 10 + i, "message");
+            }
+        }
+        if (mt_rank == 1)
+            MT_CHECK(count("protocol.rndv_hint.asked") - asked0 == hint_on, "asked %lld times",
+                     count("protocol.rndv_hint.asked") - asked0);
+        if (mt_rank == 0) {
+            const long long taken = count("protocol.rndv_hint.taken") - taken0;
+            const long long hinted = count("protocol.send.host_rndv_hinted") - hinted0;
+            MT_CHECK(taken == hint_on, "took %lld requests", taken);
+            /* The sender looks for the request every few such sends: from the fifth on. */
+            MT_CHECK(hint_on ? hinted >= SENDS - 8 && hinted < SENDS : hinted == 0, "%lld of %d sends by rendezvous",
+                     hinted, SENDS);
+        }
+    }
+
+    MT_CASE(cases[c++]) {
+        const long long withdrawn0 = count("protocol.rndv_hint.withdrawn"),
+                        dropped0 = count("protocol.rndv_hint.dropped");
+        long long hinted_before_last = 0;
+        for (int i = 0; i < SENDS; ++i) {
+            if (mt_rank == 0) {
+                if (i == SENDS - 4) hinted_before_last = count("protocol.send.host_rndv_hinted");
+                mt_fill(h, BIG, 40 + i);
+                MT_CHECK(MPI_Send(h, BIG, MPI_BYTE, 1, 6, MPI_COMM_WORLD) == MPI_SUCCESS, "host send %d", i);
+            } else if (mt_rank == 1) {
+                memset(h, 0, BIG);
+                MT_CHECK(MPI_Recv(h, BIG, MPI_BYTE, 0, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS,
+                         "host receive %d", i);
+                P2P_CHECK_BYTES(h, BIG, 40 + i, "message");
+            }
+        }
+        if (mt_rank == 1)
+            MT_CHECK(count("protocol.rndv_hint.withdrawn") - withdrawn0 == hint_on, "withdrew %lld times",
+                     count("protocol.rndv_hint.withdrawn") - withdrawn0);
+        if (mt_rank == 0) {
+            MT_CHECK(count("protocol.rndv_hint.dropped") - dropped0 == hint_on, "dropped %lld requests",
+                     count("protocol.rndv_hint.dropped") - dropped0);
+            /* The withdrawal comes before the first hinted send's CTS: the sends after it
+             * are plain again. */
+            MT_CHECK(count("protocol.send.host_rndv_hinted") == hinted_before_last, "%lld of the last 4 by rendezvous",
+                     count("protocol.send.host_rndv_hinted") - hinted_before_last);
+        }
+    }
+
+    MT_CASE(cases[c++]) {
+        /* Big into the device again (asked anew), then a window on one tag alternating big
+         * and small: each lands in its own receive, in posting order. */
+        enum { W = 8 };
+        const long long hinted0 = count("protocol.send.host_rndv_hinted");
+        cl_mem w[W];
+        MPI_Request r[W];
+        for (int i = 0; i < W; ++i) w[i] = ocl_alloc(&e, BIG);
+        for (int round = 0; round < 3; ++round) {
+            if (mt_rank == 0) {
+                unsigned char *src[W];
+                for (int i = 0; i < W; ++i) {
+                    const int len = i % 2 ? SMALL : BIG;
+                    src[i] = p2p_alloc(len);
+                    mt_fill(src[i], len, 70 + 10 * round + i);
+                    MPI_Isend(src[i], len, MPI_BYTE, 1, 7, MPI_COMM_WORLD, &r[i]);
+                }
+                MT_CHECK(MPI_Waitall(W, r, MPI_STATUSES_IGNORE) == MPI_SUCCESS, "sender waitall, round %d", round);
+                for (int i = 0; i < W; ++i) free(src[i]);
+            } else if (mt_rank == 1) {
+                for (int i = 0; i < W; ++i) {
+                    ocl_fill(&e, w[i], BIG, 0);
+                    MPI_Irecv(w[i], i % 2 ? SMALL : BIG, t, 0, 7, MPI_COMM_WORLD, &r[i]);
+                }
+                MPI_Status st[W];
+                MT_CHECK(MPI_Waitall(W, r, st) == MPI_SUCCESS, "receiver waitall, round %d", round);
+                for (int i = 0; i < W; ++i) {
+                    const int len = i % 2 ? SMALL : BIG;
+                    MT_CHECK(p2p_count(&st[i], MPI_BYTE) == len, "round %d, receive %d: %d bytes", round, i,
+                             p2p_count(&st[i], MPI_BYTE));
+                    ocl_read(&e, w[i], 0, h, len);
+                    P2P_CHECK_BYTES(h, len, 70 + 10 * round + i, "windowed message");
+                }
+            }
+        }
+        if (mt_rank == 0)
+            MT_CHECK((count("protocol.send.host_rndv_hinted") > hinted0) == hint_on,
+                     "%lld sends of the windows by rendezvous", count("protocol.send.host_rndv_hinted") - hinted0);
+        for (int i = 0; i < W; ++i) clReleaseMemObject(w[i]);
+    }
+
+    clReleaseMemObject(m);
+    free(h);
+    MPI_Type_free(&t);
+    ocl_teardown(&e);
+    return mt_finalize();
+}
