@@ -25,10 +25,11 @@ inline bool host_payload_size(long long bytes) {
            (threshold == 0 || static_cast<std::size_t>(bytes) < threshold);
 }
 
-// Host data under the hint size (MPIACC_HOST_RNDV_HINT_MIN) never asks whether its
-// receiver wants RTS/CTS: a compare on the entry points' plain path.
-inline bool below_rndv_hint(const Context &ctx, long long bytes) {
-    return ctx.knobs.host_rndv_hint_min == 0 || static_cast<std::size_t>(bytes) < ctx.knobs.host_rndv_hint_min;
+// Host data this size goes from the entry points straight to MPICH as the plain payload:
+// host_payload_size, and under any size a receiver may ask to get by RTS/CTS
+// (Context::plain_send_below). Larger ones take send_common, which asks.
+inline bool plain_payload_size(const Context &ctx, std::size_t bytes) {
+    return bytes != kEnvelopeBytes && bytes < ctx.plain_send_below;
 }
 
 // Whether host data to (comm, dest) goes as the plain payload: host_payload_size, unless
@@ -39,7 +40,7 @@ public:
     HostPayloadRoute(MPI_Comm comm, int dest) : comm_(comm), dest_(dest) {}
     bool eager(long long bytes) {
         if (!host_payload_size(bytes)) return false;
-        if (below_rndv_hint(context(), bytes)) return true;
+        if (!host_rndv_hint_size(context().knobs, static_cast<std::size_t>(bytes))) return true;
         if (hinted_ < 0) hinted_ = host_rndv_hinted(comm_, dest_, static_cast<std::size_t>(bytes)) ? 1 : 0;
         return hinted_ == 0;
     }

@@ -474,9 +474,8 @@ namespace {
 // MPICH from the entry point, whose frame is then a tail call; send_common's frame
 // (room for the device paths) cost 6% of MPICH's 8-byte latency.
 inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_Datatype type) {
-    const long long bytes = static_cast<long long>(count) * static_cast<long long>(builtin_type_size(type));
     return ctx.initialized && is_builtin_type(type) && count >= 0 && buffer_is_plain_host(ctx, buf) &&
-           host_payload_size(bytes) && below_rndv_hint(ctx, bytes);
+           plain_payload_size(ctx, static_cast<std::size_t>(count) * builtin_type_size(type));
 }
 
 // The plain send and receive (builtin type, plain host memory, nothing in flight or

@@ -31,9 +31,17 @@ namespace mpiacc {
 
 namespace {
 
+void load_knobs(Context &ctx) {
+    ctx.knob_errors.clear();
+    ctx.knobs = Knobs::from_environment(&ctx.knob_errors);
+    const Knobs &k = ctx.knobs;
+    ctx.plain_send_below = k.host_rndv_threshold ? k.host_rndv_threshold : SIZE_MAX;
+    if (k.host_rndv_hint_min) ctx.plain_send_below = std::min(ctx.plain_send_below, k.host_rndv_hint_min);
+}
+
 Context *make_context() {
     auto *ctx = new Context();  // lives for the process: atexit order must not matter
-    ctx->knobs = Knobs::from_environment(&ctx->knob_errors);
+    load_knobs(*ctx);
     return ctx;
 }
 
@@ -58,8 +66,7 @@ const Knobs &knobs() { return context().knobs; }
 
 const Knobs &reload_knobs() {
     Context &ctx = context();
-    ctx.knob_errors.clear();
-    ctx.knobs = Knobs::from_environment(&ctx.knob_errors);
+    load_knobs(ctx);
     return ctx.knobs;
 }
 

@@ -68,6 +68,10 @@ private:
 class Context {
 public:
     Knobs knobs;
+    // Host payloads of fewer bytes go from the entry points straight to MPICH: the host
+    // rendezvous threshold, or MPIACC_HOST_RNDV_HINT_MIN where that is lower (a size a
+    // receiver may have asked to get by RTS/CTS). Derived from the knobs, one compare.
+    std::size_t plain_send_below = SIZE_MAX;
     std::vector<std::string> knob_errors;
     Keyvals keyvals;
 

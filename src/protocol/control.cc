@@ -94,8 +94,7 @@ void poll_control_messages() {
     }
 }
 
-void note_host_payload_route(int world_peer, std::size_t bytes, bool device_dest) {
-    if (!host_rndv_hint_size(context().knobs, bytes)) return;
+void note_host_payload_route(int world_peer, bool device_dest) {
     RndvHints &h = rndv_hints();
     if (world_peer < 0 || static_cast<std::size_t>(world_peer) >= h.told.size()) return;
     const std::uint8_t want = device_dest ? 1 : 0;
@@ -122,7 +121,6 @@ void note_host_payload_route(int world_peer, std::size_t bytes, bool device_dest
 }
 
 bool host_rndv_hinted(MPI_Comm comm, int dest, std::size_t bytes) {
-    if (!host_rndv_hint_size(context().knobs, bytes)) return false;
     StateLock lock;
     RndvHints &h = rndv_hints();
     // A receiver's request is a control message, which progress takes only while this

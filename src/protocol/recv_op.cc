@@ -320,7 +320,7 @@ void RecvOp::deliver_payload(const void *data, std::size_t len) {
     }
     // A host payload this size comes faster by RTS/CTS (MPIACC_HOST_RNDV_HINT_MIN).
     if (host_rndv_hint_size(context().knobs, len))
-        note_host_payload_route(world_rank_of(comm, status.MPI_SOURCE), len, true);
+        note_host_payload_route(world_rank_of(comm, status.MPI_SOURCE), true);
     // The bounce buffer stays alive until the host-to-device copies have finished.
     // A large payload goes straight from it by DMA once the buffer is page-locked (done
     // on its first payload; the cache keeps it so): staging through slots costs a second
@@ -430,7 +430,7 @@ void RecvOp::on_envelope(const Envelope &env) {
     // Host data under the threshold came by RTS/CTS because this rank asked for it; into
     // host memory the plain payload is faster again.
     if (sender_kind == BufKind::HOST && host_dest && host_rndv_hint_size(ctx.knobs, env.size))
-        note_host_payload_route(peer_, env.size, false);
+        note_host_payload_route(peer_, false);
     declined_small_ = decline_small;
     if (would_pull && !decline_small) {
         mode_ = TransferMode::IPC;

@@ -363,13 +363,14 @@ inline bool host_rndv_hint_size(const Knobs &k, std::size_t bytes) {
     return k.host_rndv_hint_min != 0 && bytes >= k.host_rndv_hint_min &&
            (k.host_rndv_threshold == 0 || bytes < k.host_rndv_threshold);
 }
-// Receiver: a device receive got a host-sized payload of `bytes` from `world_peer`
-// (device_dest) or a host receive got an envelope for host data under the threshold
+// Receiver: a device receive got a payload of a host_rndv_hint_size from `world_peer`
+// (device_dest), or a host receive got an envelope for host data of such a size
 // (!device_dest): tells that sender, once per change, to use RTS/CTS from
 // MPIACC_HOST_RNDV_HINT_MIN on, or to stop. Caller holds the StateLock.
-void note_host_payload_route(int world_peer, std::size_t bytes, bool device_dest);
-// Sender: whether host data of `bytes` to (comm, dest) is to go by RTS/CTS because its
-// receiver asked. Takes waiting control messages now and then, under the StateLock.
+void note_host_payload_route(int world_peer, bool device_dest);
+// Sender: whether host data of `bytes`, a host_rndv_hint_size, to (comm, dest) is to go
+// by RTS/CTS because its receiver asked. Takes waiting control messages now and then,
+// under the StateLock.
 bool host_rndv_hinted(MPI_Comm comm, int dest, std::size_t bytes);
 // MPI_Finalize, before drain_control_messages: completes the hints this rank sent.
 void finish_host_rndv_hints();
