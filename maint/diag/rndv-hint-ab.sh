@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# maint/diag/rndv-hint-ab.sh OUTDIR: MPIACC_HOST_RNDV_HINT_MIN against 0 (its default) on
-# the GPU machine, for the decision to turn it on. Host payloads under the rendezvous
+# maint/diag/rndv-hint-ab.sh OUTDIR: MPIACC_HOST_RNDV_HINT_MIN against 0 (off) on
+# the GPU machine, where it was measured before it was turned on. Host payloads under the rendezvous
 # threshold land in a device receive through a bounce buffer each; windows of 1 MiB ran
 # at 0.42-0.74 of the hand pipeline (sessions 10-22), and RTS/CTS forced for every host
 # message moved them 2x faster than the hand pipeline but cost host-to-host 9-17% latency
