@@ -18,6 +18,11 @@ WRAP(cudaError_t, cudaMemcpyAsync, (void *d, const void *s, size_t n, enum cudaM
      (d, s, n, k, st))
 WRAP(int, PMPI_Isend, (const void *b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
      (b, c, t, d, tag, comm, r))
+WRAP(cudaError_t, cudaHostRegister, (void *p, size_t n, unsigned f), (p, n, f))
+WRAP(cudaError_t, cudaHostUnregister, (void *p), (p))
+WRAP(cudaError_t, cudaMallocHost, (void **p, size_t n), (p, n))
+WRAP(cudaError_t, cudaHostAlloc, (void **p, size_t n, unsigned f), (p, n, f))
+WRAP(cudaError_t, cudaFreeHost, (void *p), (p))
 WRAP(int, PMPI_Type_get_attr, (MPI_Datatype t, int k, void *v, int *f), (t, k, v, f))
 
 #endif
