@@ -20,6 +20,12 @@
 #ifndef CUDA_P2P_NO_IPC
 #define CUDA_P2P_NO_IPC 0
 #endif
+#ifndef CUDA_P2P_COPY_FLAGS
+#define CUDA_P2P_COPY_FLAGS 0
+#endif
+#if CUDA_P2P_COPY_FLAGS
+#include <cuda.h> /* CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS; no libcuda is linked */
+#endif
 
 #define W MPI_COMM_WORLD
 
@@ -988,6 +994,50 @@ static void c_large_host_sends_into_device_take_shared_staging(void) {
              mpiacc_counter_value(mode) - taken0, nbig, mode);
 }
 
+#if CUDA_P2P_COPY_FLAGS
+/* Whether this rank's device takes 64-bit stream memory operations, which the copy flags
+ * are written with; the driver is asked through the runtime's entry points. */
+static int device_takes_64bit_stream_mem_ops(void) {
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess || !fn)
+        return 0;
+    CUresult (*get)(int *, CUdevice_attribute, CUdevice) = (CUresult(*)(int *, CUdevice_attribute, CUdevice))fn;
+    int can = 0;
+    return get(&can, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, (CUdevice)gpu_dev) == CUDA_SUCCESS && can;
+}
+
+/* With MPIACC_CUDA_COPY_FLAGS=1 the staging copies write their done words behind them:
+ * this variant's cases ran on that path, not on events alone, wherever the device can. */
+static void c_staging_copies_write_their_done_words(void) {
+    const int tag = 7900;
+    const size_t n = 4 * MiB;
+    const long long before = mpiacc_counter_value("cuda.copy.flagged");
+    MPI_Datatype t = view_type(&CUDA_TAGGED);
+    msg_t m;
+    if (mt_rank == 0) {
+        send_prepare(&m, &CUDA_TAGGED, n, msg_off(tag, 0));
+        MCK(MPI_Send(m.p, m.count, t, 1, tag, W));
+    } else {
+        recv_prepare(&m, &CUDA_TAGGED, n);
+        MCK(MPI_Recv(m.p, m.count, t, 0, tag, W, MPI_STATUS_IGNORE));
+        recv_check(&m, n, msg_off(tag, 0), "4 MiB through flagged staging copies", n);
+    }
+    msg_free(&m);
+    view_type_free(&CUDA_TAGGED, &t);
+    const long long flagged = mpiacc_counter_value("cuda.copy.flagged") - before;
+    MT_CHECK(mpiacc_knob_value("MPIACC_CUDA_COPY_FLAGS") == 1, "MPIACC_CUDA_COPY_FLAGS is %lld in effect, not 1",
+             mpiacc_knob_value("MPIACC_CUDA_COPY_FLAGS"));
+    if (device_takes_64bit_stream_mem_ops())
+        MT_CHECK(flagged > 0, "rank %d: no staging copy of 4 MiB wrote its done word on device %d", mt_rank, gpu_dev);
+    else
+        MT_CHECK(flagged == 0, "rank %d: %lld copies flagged on device %d, which takes no 64-bit stream memory ops",
+                 mt_rank, flagged, gpu_dev);
+}
+#endif
+
 static const gpu_case_t cases[] = {
     {"send_recv_host_to_cuda_tagged_every_size_both_directions", c_send_recv_host_to_cuda_tagged, 0},
     {"send_recv_cuda_tagged_to_host_every_size_both_directions", c_send_recv_cuda_tagged_to_host, 0},
@@ -1027,6 +1077,9 @@ static const gpu_case_t cases[] = {
     {"large_host_sends_into_device_take_shared_staging_unless_ipc_is_off",
      c_large_host_sends_into_device_take_shared_staging, 0},
     {"window_of_pulls_goes_to_the_device_in_batches", c_window_of_pulls_goes_to_the_device_in_batches, 0},
+#if CUDA_P2P_COPY_FLAGS
+    {"staging_copies_write_their_done_words", c_staging_copies_write_their_done_words, 0},
+#endif
 };
 
 int main(int argc, char **argv) {
@@ -1034,11 +1087,16 @@ int main(int argc, char **argv) {
     /* read by MPI-ACC at MPI_Init: the staged pipeline instead of CUDA IPC in the node */
     setenv("MPIACC_IPC", "0", 1);
 #endif
+#if CUDA_P2P_COPY_FLAGS
+    setenv("MPIACC_CUDA_COPY_FLAGS", "1", 1);
+#endif
     MT_INIT(&argc, &argv);
     gpu_setup(CUDA_P2P_SAME_GPU ? 0 : -1);
     if (!gpu_skip_why && mt_rank == 0)
         printf("# variant: %s%s\n", CUDA_P2P_SAME_GPU ? "both ranks on device 0" : "device = rank % devices",
-               CUDA_P2P_NO_IPC ? ", MPIACC_IPC=0 (pipeline)" : "");
+               CUDA_P2P_NO_IPC ? (CUDA_P2P_COPY_FLAGS ? ", MPIACC_IPC=0 (pipeline), MPIACC_CUDA_COPY_FLAGS=1"
+                                                      : ", MPIACC_IPC=0 (pipeline)")
+                               : "");
     gpu_run_cases(cases, (int)(sizeof cases / sizeof cases[0]));
     gpu_teardown();
     return mt_finalize();
