@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "call_timer.h"
@@ -112,20 +113,36 @@ static int top_enabled(const char *name) {
     return 0;
 }
 
-/* The top-level calls: each gets a sequence number and a record of its own. */
-#define TOP(name, params, args)                                   \
-    int name params {                                             \
-        static int(*real) params;                                 \
-        static int enabled = -1;                                  \
-        if (!real) real = (int(*) params)dlsym(RTLD_NEXT, #name); \
-        if (enabled < 0) enabled = top_enabled(#name);            \
-        if (!enabled || depth > 0) return real args;              \
-        double t0_ = now_us();                                    \
-        depth++;                                                  \
-        int rv_ = real args;                                      \
-        add(#name, t0_, now_us() - t0_, -1);                      \
-        if (--depth == 0) seq++;                                  \
-        return rv_;                                               \
+/* Involuntary context switches of the calling thread so far: a rank the kernel took off
+ * its CPU inside a call (another runnable thread there, a host that steals the vCPU) waits
+ * a scheduler tick or more, which no wrapped call accounts for. */
+static long involuntary_switches(void) {
+    struct rusage r;
+    return getrusage(RUSAGE_THREAD, &r) == 0 ? r.ru_nivcsw : 0;
+}
+
+/* The top-level calls: each gets a sequence number and a record of its own, and a
+ * recorded one in which the thread was switched out involuntarily gets an
+ * "involuntary_ctxsw" record too (aux: how many times). */
+#define TOP(name, params, args)                                              \
+    int name params {                                                        \
+        static int(*real) params;                                            \
+        static int enabled = -1;                                             \
+        if (!real) real = (int(*) params)dlsym(RTLD_NEXT, #name);            \
+        if (enabled < 0) enabled = top_enabled(#name);                       \
+        if (!enabled || depth > 0) return real args;                         \
+        const long sw0_ = recording() ? involuntary_switches() : 0;          \
+        double t0_ = now_us();                                               \
+        depth++;                                                             \
+        int rv_ = real args;                                                 \
+        const double t1_ = now_us();                                         \
+        if (recording()) {                                                   \
+            const long sw_ = involuntary_switches() - sw0_;                  \
+            if (sw_ > 0) add("involuntary_ctxsw", t0_, t1_ - t0_, (int)sw_); \
+        }                                                                    \
+        add(#name, t0_, t1_ - t0_, -1);                                      \
+        if (--depth == 0) seq++;                                             \
+        return rv_;                                                          \
     }
 
 TOP(MPI_Send, (const void *b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm), (b, c, t, d, tag, comm))
