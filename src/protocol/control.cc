@@ -34,8 +34,12 @@ struct RndvHints {
     std::vector<std::size_t> asked_by;
     int asking = 0;
     unsigned sends_since_poll = 0;
-    // Receiver: what this rank last told each sender (1: asked).
+    // Receiver: what this rank last told each sender (1: asked), and how many hints it
+    // sent to each. Sender: how many it took, from anyone. MPI_Finalize takes every hint
+    // sent to this rank: MPICH would find the rest unmatched (UCX warns of each).
     std::vector<std::uint8_t> told;
+    std::vector<int> sent_to;
+    int taken = 0;
     // Hints on their way, each kept until its send completes: a few at once, whatever the
     // number of peers (DESIGN 2.7); with none free the next message asks again.
     static constexpr int kInFlight = 4;
@@ -50,6 +54,8 @@ RndvHints &rndv_hints() {
         h.asked_by.assign(n, 0);
         h.asking = 0;
         h.told.assign(n, 0);
+        h.sent_to.assign(n, 0);
+        h.taken = 0;
     }
     return h;
 }
@@ -57,6 +63,7 @@ RndvHints &rndv_hints() {
 void on_rndv_hint(int from, const ControlMessage &msg) {
     RndvHints &h = rndv_hints();
     if (from < 0 || static_cast<std::size_t>(from) >= h.asked_by.size()) return;
+    ++h.taken;
     const std::size_t ask = msg.status ? std::max<std::uint64_t>(msg.bytes, 1) : 0;
     if ((h.asked_by[from] != 0) != (ask != 0)) h.asking += ask ? 1 : -1;
     h.asked_by[from] = ask;
@@ -114,6 +121,7 @@ void note_host_payload_route(int world_peer, bool device_dest) {
         return;
     }
     h.told[world_peer] = want;
+    ++h.sent_to[world_peer];
     if (want)
         MPIACC_COUNT("protocol.rndv_hint.asked");
     else
@@ -136,13 +144,35 @@ bool host_rndv_hinted(MPI_Comm comm, int dest, std::size_t bytes) {
 }
 
 void finish_host_rndv_hints() {
+    Context &ctx = context();
     RndvHints &h = rndv_hints();
+    // How many hints were sent to this rank, summed over the senders; every rank takes
+    // part, whatever its own knob. A hint still on its way is counted by its sender, and
+    // this rank waits for it below: its sender's request completes only once it is taken
+    // if MPICH sent it by rendezvous, so the sends are waited for last.
+    int expected = 0;
+    if (PMPI_Reduce_scatter_block(h.sent_to.data(), &expected, 1, MPI_INT, MPI_SUM, ctx.proto_comm) == MPI_SUCCESS) {
+        while (h.taken < expected) {
+            MPI_Message handle = MPI_MESSAGE_NULL;
+            MPI_Status st;
+            ControlMessage msg;
+            if (PMPI_Mprobe(MPI_ANY_SOURCE, kControlTag, ctx.proto_comm, &handle, &st) != MPI_SUCCESS ||
+                PMPI_Mrecv(&msg, sizeof msg, MPI_BYTE, &handle, &st) != MPI_SUCCESS)
+                break;
+            if (msg.magic == kEnvelopeMagic && static_cast<ControlType>(msg.type) == ControlType::RNDV_HINT)
+                on_rndv_hint(st.MPI_SOURCE, msg);
+            else
+                MPIACC_COUNT("protocol.control.orphan");
+        }
+    }
     for (MPI_Request &r : h.requests)
         if (r != MPI_REQUEST_NULL) PMPI_Wait(&r, MPI_STATUS_IGNORE);
     h.asked_by.clear();
     h.asking = 0;
     h.sends_since_poll = 0;
     h.told.clear();
+    h.sent_to.clear();
+    h.taken = 0;
 }
 
 void drain_control_messages() {

@@ -372,7 +372,8 @@ void note_host_payload_route(int world_peer, bool device_dest);
 // by RTS/CTS because its receiver asked. Takes waiting control messages now and then,
 // under the StateLock.
 bool host_rndv_hinted(MPI_Comm comm, int dest, std::size_t bytes);
-// MPI_Finalize, before drain_control_messages: completes the hints this rank sent.
+// MPI_Finalize, before drain_control_messages: takes every hint sent to this rank (how
+// many, the ranks sum collectively over proto_comm) and completes those it sent.
 void finish_host_rndv_hints();
 
 // An envelope a probe had to receive to learn the message's real size.
