@@ -15,13 +15,16 @@ namespace {
 // call inside progress indefinitely; the rest wait for the next round.
 constexpr int kMessagesPerPoll = 64;
 
-// The next control message addressed to this rank, received; false when none is there.
-bool take_control_message(ControlMessage *msg, int *from) {
-    int flag = 0;
+// The next control message addressed to this rank, received; false when none is there
+// (or, `wait`ing for one, when MPICH fails).
+bool take_control_message(ControlMessage *msg, int *from, bool wait = false) {
+    int flag = 1;
     MPI_Message handle = MPI_MESSAGE_NULL;
     MPI_Status st;
-    if (PMPI_Improbe(MPI_ANY_SOURCE, kControlTag, context().proto_comm, &flag, &handle, &st) != MPI_SUCCESS || !flag)
-        return false;
+    const MPI_Comm comm = context().proto_comm;
+    const int rc = wait ? PMPI_Mprobe(MPI_ANY_SOURCE, kControlTag, comm, &handle, &st)
+                        : PMPI_Improbe(MPI_ANY_SOURCE, kControlTag, comm, &flag, &handle, &st);
+    if (rc != MPI_SUCCESS || !flag) return false;
     if (PMPI_Mrecv(msg, sizeof *msg, MPI_BYTE, &handle, &st) != MPI_SUCCESS) return false;
     *from = st.MPI_SOURCE;
     return true;
@@ -151,28 +154,19 @@ void finish_host_rndv_hints() {
     // this rank waits for it below: its sender's request completes only once it is taken
     // if MPICH sent it by rendezvous, so the sends are waited for last.
     int expected = 0;
+    ControlMessage msg;
+    int from = MPI_PROC_NULL;
     if (PMPI_Reduce_scatter_block(h.sent_to.data(), &expected, 1, MPI_INT, MPI_SUM, ctx.proto_comm) == MPI_SUCCESS) {
-        while (h.taken < expected) {
-            MPI_Message handle = MPI_MESSAGE_NULL;
-            MPI_Status st;
-            ControlMessage msg;
-            if (PMPI_Mprobe(MPI_ANY_SOURCE, kControlTag, ctx.proto_comm, &handle, &st) != MPI_SUCCESS ||
-                PMPI_Mrecv(&msg, sizeof msg, MPI_BYTE, &handle, &st) != MPI_SUCCESS)
-                break;
+        while (h.taken < expected && take_control_message(&msg, &from, true)) {
             if (msg.magic == kEnvelopeMagic && static_cast<ControlType>(msg.type) == ControlType::RNDV_HINT)
-                on_rndv_hint(st.MPI_SOURCE, msg);
+                on_rndv_hint(from, msg);
             else
                 MPIACC_COUNT("protocol.control.orphan");
         }
     }
     for (MPI_Request &r : h.requests)
         if (r != MPI_REQUEST_NULL) PMPI_Wait(&r, MPI_STATUS_IGNORE);
-    h.asked_by.clear();
-    h.asking = 0;
-    h.sends_since_poll = 0;
-    h.told.clear();
-    h.sent_to.clear();
-    h.taken = 0;
+    h = RndvHints{};  // every request is null again
 }
 
 void drain_control_messages() {
