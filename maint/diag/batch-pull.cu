@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "clock_us.h"
+
 #define CK(x)                                                                              \
     do {                                                                                   \
         cudaError_t e_ = (x);                                                              \
@@ -30,11 +32,6 @@
         }                                                                                  \
     } while (0)
 
-static double now() {
-    timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
-}
 static double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -68,11 +65,11 @@ int main(int argc, char **argv) {
             std::vector<double> g, q;
             for (int r = 0; r < 201; ++r) {
                 int d;
-                double t0 = now();
+                double t0 = now_us();
                 cudaGetDevice(&d);
-                double t1 = now();
+                double t1 = now_us();
                 cudaEventQuery(ev[0]);
-                double t2 = now();
+                double t2 = now_us();
                 g.push_back(t1 - t0);
                 q.push_back(t2 - t1);
             }
@@ -97,7 +94,7 @@ int main(int argc, char **argv) {
                     std::vector<double> issue, end;
                     bool ok = true;
                     for (int r = 0; r < 31 + 3 && ok; ++r) {
-                        double t0 = now();
+                        double t0 = now_us();
                         if (w == BATCH) {
                             cudaError_t e = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), n, &attr,
                                                                  &attr_idx, 1, s);
@@ -118,10 +115,10 @@ int main(int argc, char **argv) {
                             }
                         }
                         CK(cudaEventRecord(ev[n - 1], s));
-                        double t1 = now();
+                        double t1 = now_us();
                         while (cudaEventQuery(ev[n - 1]) == cudaErrorNotReady) {
                         }
-                        double t2 = now();
+                        double t2 = now_us();
                         if (r >= 3) {
                             issue.push_back((t1 - t0) / n);
                             end.push_back((t2 - t0) / n);

@@ -5,13 +5,7 @@
  * Include after <dlfcn.h> and the headers declaring the wrapped functions. */
 #ifndef MPIACC_DIAG_CALL_TIMER_H
 #define MPIACC_DIAG_CALL_TIMER_H
-#include <time.h>
-
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
+#include "clock_us.h"
 
 static void note(const char *name, double us);
 

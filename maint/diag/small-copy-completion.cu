@@ -32,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "clock_us.h"
+
 #define CK(x)                                                                                  \
     do {                                                                                       \
         cudaError_t e_ = (x);                                                                  \
@@ -49,11 +51,6 @@
         }                                                                  \
     } while (0)
 
-static double now() {
-    timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
-}
 static double pct(std::vector<double> v, double p) {
     std::sort(v.begin(), v.end());
     return v[(size_t)(p * (v.size() - 1))];
@@ -100,18 +97,18 @@ static Stream make_stream(int dev, bool greatest_priority) {
 // the cudaMemcpyAsync call in *call_us.
 static double one(const Copy &c, Stream &st, Variant v, size_t len, double *call_us) {
     CK(cudaSetDevice(c.device));
-    const double t0 = now();
+    const double t0 = now_us();
     *call_us = 0;
     if (v == SYNC) {
         if (c.peer_src >= 0)
             CK(cudaMemcpyPeer(c.dst, c.device, c.src, c.peer_src, len));
         else
             CK(cudaMemcpy(c.dst, c.src, len, c.kind));
-        return now() - t0;
+        return now_us() - t0;
     }
     const bool explicit_kind = v == STREAMSYNC || v == STREAMQUERY || v == FLAG_KIND;
     CK(cudaMemcpyAsync(c.dst, c.src, len, explicit_kind ? c.kind : cudaMemcpyDefault, st.s));
-    *call_us = now() - t0;
+    *call_us = now_us() - t0;
     const bool flagged = v == FLAG_EVENT || v == FLAG || v == FLAG_KIND;
     if (flagged)
         CKD(cuStreamWriteValue64(reinterpret_cast<CUstream>(st.s), st.word_dev, ++st.seq,
@@ -132,7 +129,7 @@ static double one(const Copy &c, Stream &st, Variant v, size_t len, double *call
             }
             break;
     }
-    const double t = now() - t0;
+    const double t = now_us() - t0;
     if (v == FLAG_EVENT) CK(cudaEventSynchronize(st.ev));  // the event back idle, as the pool's would be
     return t;
 }
