@@ -356,6 +356,9 @@ int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit,
 }
 
 int start_one(MPI_Request *req) {
+    // Its destination is not known here (MPICH's own persistent sends): after every
+    // payload still being staged.
+    keep_send_order();
     if (Op *op = find_user_op(*req)) {
         int rc;
         {
@@ -601,13 +604,15 @@ int MPI_Cancel(MPI_Request *req) {
 
 int MPI_Start(MPI_Request *req) {
     Context &ctx = context();
-    if (!ctx.initialized || ctx.user_ops.empty()) return PMPI_Start(req);
+    if (!ctx.initialized || (ctx.user_ops.empty() && ctx.unposted_count.load(std::memory_order_relaxed) == 0))
+        return PMPI_Start(req);
     return start_one(req);
 }
 
 int MPI_Startall(int count, MPI_Request reqs[]) {
     Context &ctx = context();
-    if (!ctx.initialized || ctx.user_ops.empty()) return PMPI_Startall(count, reqs);
+    if (!ctx.initialized || (ctx.user_ops.empty() && ctx.unposted_count.load(std::memory_order_relaxed) == 0))
+        return PMPI_Startall(count, reqs);
     for (int i = 0; i < count; ++i) {
         int rc = start_one(&reqs[i]);
         if (rc != MPI_SUCCESS) return rc;

@@ -95,6 +95,7 @@ int start(std::unique_ptr<SendrecvOp> op, const void *sbuf, int scount, MPI_Data
     int rc = prepare_send(sbuf, scount, stype, dest, comm, &out, &why);
     if (rc == MPI_SUCCESS) rc = prepare_receive(rbuf, rcount, rtype, source, &in, &why);
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
+    if (!out.none) keep_send_order(comm, dest);
     {
         StateLock lock;  // posting registers the halves where the progress engine looks
         if (!in.none) {

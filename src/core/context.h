@@ -26,6 +26,7 @@ class Accel;
 class Op;
 class SendOp;
 class RecvOp;
+class StagedSendOp;
 struct StashedEnvelope;
 
 // Knob values in force (parsed once at MPI_Init; before that, from the environment).
@@ -134,6 +135,14 @@ public:
     std::unordered_map<int, int> pipelines_from;
     // Host buffers with an in-place receive pending (host records and RecvOps alike).
     InPlaceRanges in_place_ranges;
+    // Nonblocking sends of small device data whose staging copy was still running when
+    // the call returned, in call order (StagedSendOp): progress posts each payload once
+    // its copy has ended, and any other send to the same communicator and rank waits for
+    // the earlier ones first (keep_send_order). `unposted_count` is its length, read
+    // without the lock by the entry points; `payload_sequence` numbers the queued ones.
+    std::deque<StagedSendOp *> unposted_payloads;
+    std::atomic<std::size_t> unposted_count{0};
+    std::uint64_t payload_sequence = 0;
     // Envelopes a probe had to receive to learn the real size, in arrival order.
     std::deque<std::unique_ptr<StashedEnvelope>> stash;
     // Message handles given out by MPI_Mprobe for stashed envelopes.

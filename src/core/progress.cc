@@ -50,6 +50,8 @@ void progress_poke(bool skip_host_recvs) {
     if (!ctx.senders.empty() || !ctx.receivers.empty()) poll_control_messages();
     // Before the ops: a record holding an envelope becomes an op that progresses at once.
     if (!skip_host_recvs && !ctx.host_recvs.empty()) poll_host_recvs();
+    // Before the ops: a payload posted now is tested in this same round.
+    if (!ctx.unposted_payloads.empty()) post_staged_payloads();
     for (auto &kv : ctx.user_ops) {
         Op *op = kv.second.get();
         if (!op->complete) {

@@ -6,6 +6,7 @@
 #include "core/context.h"
 #include "core/counters.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "netmod/netmod.h"
 #include "pool/pinned_pool.h"
 #include "protocol/transfer.h"
@@ -381,13 +382,89 @@ void SendOp::finish() {
     }
 }
 
+int pmpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, SendMode mode,
+               MPI_Request *request) {
+    switch (mode) {
+        case SendMode::BUFFERED: return PMPI_Ibsend(buf, count, type, dest, tag, comm, request);
+        case SendMode::SYNCHRONOUS: return PMPI_Issend(buf, count, type, dest, tag, comm, request);
+        case SendMode::READY: return PMPI_Irsend(buf, count, type, dest, tag, comm, request);
+        default: return PMPI_Isend(buf, count, type, dest, tag, comm, request);
+    }
+}
+
+StagedSendOp::StagedSendOp(MessageBuffer &&source, StagingBuffer &&staging, std::unique_ptr<Completion> copy, int dest,
+                           int tag, MPI_Comm comm_in, SendMode mode, const char *call_in)
+    : source_(std::move(source)),
+      staging_(std::move(staging)),
+      copy_(std::move(copy)),
+      dest_(dest),
+      tag_(tag),
+      mode_(mode),
+      unposted_(true) {
+    comm = comm_in;
+    call = call_in;
+    Context &ctx = context();
+    sequence_ = ++ctx.payload_sequence;
+    ctx.unposted_payloads.push_back(this);
+    ctx.unposted_count.store(ctx.unposted_payloads.size(), std::memory_order_relaxed);
+}
+
 StagedSendOp::~StagedSendOp() {
+    if (unposted_) {
+        // Only at finalize, or with the user's request never completed: out of the queue,
+        // and the copy into the staging slot ended before the slot goes back.
+        Context &ctx = context();
+        auto &q = ctx.unposted_payloads;
+        q.erase(std::remove(q.begin(), q.end(), this), q.end());
+        ctx.unposted_count.store(q.size(), std::memory_order_relaxed);
+        const double deadline = PMPI_Wtime() + 1.0;
+        while (copy_ && !copy_->test() && PMPI_Wtime() < deadline) copy_->wait_bounded();
+    }
     // Only at finalize with the send unfinished: a send only reads its staging buffer,
     // which goes after this.
     netmod().abandon(&request_);
 }
 
+void StagedSendOp::finish_unposted(int err, bool cancelled) {
+    unposted_ = false;
+    copy_.reset();
+    source_ = MessageBuffer{};
+    staging_.reset();
+    error = err;
+    set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, err, cancelled);
+    complete = true;
+}
+
+bool StagedSendOp::post_when_staged() {
+    if (!copy_->test()) return false;
+    if (cancel_requested_) {
+        // Never in MPICH: cancelled for real, as MPICH cancels a send not yet matched.
+        finish_unposted(MPI_SUCCESS, true);
+        return true;
+    }
+    if (copy_->error() != MPI_SUCCESS) {
+        const std::string what = copy_->what();
+        finish_unposted(make_error_code(copy_->error(), call,
+                                        "copying the device send buffer to host memory failed" +
+                                            (what.empty() ? std::string() : ": " + what)),
+                        false);
+        return true;
+    }
+    int rc =
+        pmpi_isend(staging_.data(), static_cast<int>(source_.bytes), MPI_BYTE, dest_, tag_, comm, mode_, &request_);
+    if (rc != MPI_SUCCESS) {
+        finish_unposted(rc, false);
+        return true;
+    }
+    unposted_ = false;
+    copy_.reset();
+    source_ = MessageBuffer{};
+    MPIACC_COUNT("protocol.send.eager_device_posted_later");
+    return true;
+}
+
 void StagedSendOp::progress() {
+    if (unposted_) return;  // post_staged_payloads() posts it in turn
     int flag = 0;
     MPI_Status st;
     int rc = PMPI_Test(&request_, &flag, &st);
@@ -403,6 +480,54 @@ void StagedSendOp::progress() {
     complete = true;
 }
 
-int StagedSendOp::cancel() { return request_ == MPI_REQUEST_NULL ? MPI_SUCCESS : PMPI_Cancel(&request_); }
+int StagedSendOp::cancel() {
+    if (unposted_) {
+        cancel_requested_ = true;
+        return MPI_SUCCESS;
+    }
+    return request_ == MPI_REQUEST_NULL ? MPI_SUCCESS : PMPI_Cancel(&request_);
+}
+
+// The only op in flight, so the head of the queue: its copy runs on MPI-ACC's own stream
+// and ends within its running time.
+bool StagedSendOp::wait_for_device() {
+    if (!unposted_ || !copy_) return false;
+    copy_->wait_bounded();
+    return true;
+}
+
+void post_staged_payloads() {
+    Context &ctx = context();
+    auto &q = ctx.unposted_payloads;
+    while (!q.empty() && q.front()->post_when_staged()) q.pop_front();
+    ctx.unposted_count.store(q.size(), std::memory_order_relaxed);
+}
+
+void keep_send_order(MPI_Comm comm, int dest) {
+    Context &ctx = context();
+    if (ctx.unposted_count.load(std::memory_order_relaxed) == 0) return;
+    std::uint64_t last = 0;
+    {
+        StateLock lock;
+        for (const StagedSendOp *op : ctx.unposted_payloads)
+            if (op->goes_to(comm, dest)) last = op->sequence();
+    }
+    if (last == 0) return;
+    MPIACC_COUNT("protocol.send.waited_for_earlier_payloads");
+    progress_until([&] {
+        StateLock lock;
+        return ctx.unposted_payloads.empty() || ctx.unposted_payloads.front()->sequence() > last;
+    });
+}
+
+void keep_send_order() {
+    Context &ctx = context();
+    if (ctx.unposted_count.load(std::memory_order_relaxed) == 0) return;
+    MPIACC_COUNT("protocol.send.waited_for_earlier_payloads");
+    progress_until([&] {
+        StateLock lock;
+        return ctx.unposted_payloads.empty();
+    });
+}
 
 }  // namespace mpiacc

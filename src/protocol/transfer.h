@@ -302,20 +302,59 @@ private:
     std::vector<ChunkState> unsent_;
 };
 
-// A nonblocking send of device data staged whole at the call (below one packet, nothing
-// of the user's to wait for): the plain payload's MPICH send, and the staging memory it
-// reads until that send completes.
+// A nonblocking send of device data staged whole (below one packet, nothing of the
+// user's to wait for): the plain payload's MPICH send, and the staging memory it reads
+// until that send completes.
 class StagedSendOp : public Op {
 public:
+    // The payload is in MPICH already: `request` sends it.
     StagedSendOp(StagingBuffer &&staging, MPI_Request request) : staging_(std::move(staging)), request_(request) {}
+    // The payload is still being copied into `staging` by `copy`: the op joins
+    // Context::unposted_payloads, and post_staged_payloads() sends it, in call order,
+    // once the copy has ended. `source` (the user's device buffer) is kept until then.
+    StagedSendOp(MessageBuffer &&source, StagingBuffer &&staging, std::unique_ptr<Completion> copy, int dest, int tag,
+                 MPI_Comm comm, SendMode mode, const char *call);
     ~StagedSendOp() override;
     void progress() override;
     int cancel() override;
+    bool wait_for_device() override;
+
+    // Sends the payload once its copy has ended (or completes the op: the copy failed, or
+    // the send was cancelled before it). False while the copy runs. Caller holds the
+    // StateLock; the op is the head of Context::unposted_payloads.
+    bool post_when_staged();
+    // Call order among the unposted payloads; the communicator and rank it goes to.
+    std::uint64_t sequence() const { return sequence_; }
+    bool goes_to(MPI_Comm c, int rank) const { return c == comm && rank == dest_; }
 
 private:
+    void finish_unposted(int err, bool cancelled);
+
+    MessageBuffer source_;   // unposted: the device buffer the copy reads
     StagingBuffer staging_;  // what MPICH sends from, until the send completes
-    MPI_Request request_;
+    MPI_Request request_ = MPI_REQUEST_NULL;
+    std::unique_ptr<Completion> copy_;  // unposted: the staging copy
+    int dest_ = -1, tag_ = 0;
+    SendMode mode_ = SendMode::STANDARD;
+    std::uint64_t sequence_ = 0;  // 0: posted at construction, never queued
+    bool unposted_ = false;
+    bool cancel_requested_ = false;
 };
+
+// MPICH's nonblocking send of `mode`: PMPI_Isend, PMPI_Ibsend, PMPI_Issend or PMPI_Irsend.
+int pmpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, SendMode mode,
+               MPI_Request *request);
+
+// Unposted payloads (StagedSendOp) are posted to MPICH in call order by progress, each
+// once its copy has ended. Caller holds the StateLock.
+void post_staged_payloads();
+// DESIGN 2.1: no send overtakes an earlier one to the same communicator and rank. Before
+// anything else is sent to (comm, dest), drives progress until every payload queued
+// earlier for it is in MPICH; costs one relaxed load while none is queued. The second
+// form waits for all of them (MPI_Start of a request whose destination MPI-ACC does not
+// know). Not under the StateLock.
+void keep_send_order(MPI_Comm comm, int dest);
+void keep_send_order();
 
 // MPI_*_init requests: arguments kept, a fresh SendOp/RecvOp per MPI_Start.
 class PersistentOp : public Op {

@@ -761,11 +761,11 @@ static void c_small_sends_pulled_or_staged_by_receive_kind(void) {
     if (ipc) end_staged_run(tagbase + PHASES * N);
 }
 
-/* Small nonblocking device sends with nothing of the user's to wait for go staged at the
- * call, as the plain payload, when no pull is on offer (MPIACC_IPC=0); with a stream
- * attribute they keep the handshake. Either way MPI_Issend stays synchronous, a host
- * send after them arrives after them, and the bytes are the call's. */
-static void c_small_isends_stage_at_the_call_unless_they_depend_on_a_stream(void) {
+/* Small nonblocking device sends with nothing of the user's to wait for go staged, as the
+ * plain payload, when no pull is on offer (MPIACC_IPC=0); with a stream attribute they
+ * keep the handshake. Either way MPI_Issend stays synchronous, a host send after them
+ * arrives after them, and the bytes are the call's. */
+static void c_small_isends_go_staged_unless_they_depend_on_a_stream(void) {
     const int ipc = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on();
     static const size_t sz[] = {1, 4096, 64 * 1024};
     const int tagbase = 6500;
@@ -784,8 +784,6 @@ static void c_small_isends_stage_at_the_call_unless_they_depend_on_a_stream(void
                 MPI_Request r;
                 MCK(MPI_Issend(m.p, m.count, t, 1, tag, W, &r));
                 const long long eager = mpiacc_counter_value("protocol.send.eager_device") - eager0;
-                /* The device buffer is the user's again once the call returned staged. */
-                if (!with_stream && eager) gpu_memset(m.p, 0xEE, n);
                 int flag = 0;
                 for (int i = 0; i < 100 && !flag; ++i) MCK(MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
                 MT_CHECK(!flag, "%zu bytes%s: MPI_Issend completed before the receive was posted", n,
@@ -814,6 +812,136 @@ static void c_small_isends_stage_at_the_call_unless_they_depend_on_a_stream(void
         }
     }
     CK(cudaStreamDestroy(s));
+}
+
+/* One message of the window below: which kind of send, and its size. Every message
+ * carries the reference bytes of its own offset, so one out of order fails the check. */
+#define WINDOW 48 /* more than the 32 staging slots of the default pool */
+static size_t window_size(int i) {
+    static const size_t sz[] = {8, 1, 4096, 64 * 1024, 100, 16 * KiB + 1, 512, 3};
+    return sz[i % 8];
+}
+typedef enum { W_DEVICE_ISEND, W_HOST_ISEND, W_HOST_SEND, W_DEVICE_ISSEND, W_DEVICE_SEND } wkind_t;
+static wkind_t window_kind(int i) {
+    if (i % 12 == 5) return W_HOST_ISEND;
+    if (i % 12 == 9) return W_HOST_SEND;
+    if (i == 20) return W_DEVICE_ISSEND;
+    if (i == 31) return W_DEVICE_SEND;
+    return W_DEVICE_ISEND;
+}
+
+/* A window of small nonblocking device sends, all on one tag, with host sends (MPI_Isend
+ * and MPI_Send), an MPI_Issend and a blocking device send among them. Without IPC each
+ * device MPI_Isend returns once its staging copy is issued and its payload goes to MPICH
+ * later; nothing may overtake it. The receiver takes them with MPI_ANY_TAG, alternately
+ * into host and device memory, and checks each one's bytes, size and tag.
+ * Messages under the envelope's 200 bytes are received into buffers of their own size:
+ * with IPC such a device message comes by envelope, and a host receive larger than the
+ * envelope takes it in place, so the envelope's bytes past the message stay written
+ * there (a known fault, in the session 24 notes). */
+static void c_window_of_small_isends_arrives_in_call_order_among_other_sends(void) {
+    const int ipc = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on();
+    const int tag = 7700;
+    msg_t m[WINDOW];
+    MPI_Request r[WINDOW];
+    MPI_Datatype t = view_type(&CUDA_TAGGED);
+    if (mt_rank == 0) {
+        const long long later0 = mpiacc_counter_value("protocol.send.eager_device_posted_later");
+        const long long waited0 = mpiacc_counter_value("protocol.send.waited_for_earlier_payloads");
+        for (int i = 0; i < WINDOW; ++i) {
+            const size_t n = window_size(i);
+            const wkind_t k = window_kind(i);
+            const int host = k == W_HOST_ISEND || k == W_HOST_SEND;
+            send_prepare(&m[i], host ? &HOST_PLAIN : &CUDA_TAGGED, n, msg_off(tag + i, 0));
+            r[i] = MPI_REQUEST_NULL;
+            switch (k) {
+                case W_DEVICE_ISEND: MCK(MPI_Isend(m[i].p, m[i].count, t, 1, tag, W, &r[i])); break;
+                case W_DEVICE_ISSEND: MCK(MPI_Issend(m[i].p, m[i].count, t, 1, tag, W, &r[i])); break;
+                case W_DEVICE_SEND: MCK(MPI_Send(m[i].p, m[i].count, t, 1, tag, W)); break;
+                case W_HOST_ISEND: MCK(MPI_Isend(m[i].p, m[i].count, MPI_CHAR, 1, tag, W, &r[i])); break;
+                case W_HOST_SEND: MCK(MPI_Send(m[i].p, m[i].count, MPI_CHAR, 1, tag, W)); break;
+            }
+        }
+        MCK(MPI_Waitall(WINDOW, r, MPI_STATUSES_IGNORE));
+        const long long later = mpiacc_counter_value("protocol.send.eager_device_posted_later") - later0;
+        const long long waited = mpiacc_counter_value("protocol.send.waited_for_earlier_payloads") - waited0;
+        /* Without IPC, most device MPI_Isends return before their copy ends (all but those
+         * that found every staging slot taken), and the sends behind them waited. */
+        if (!ipc && gpu_knob_on("MPIACC_DEVICE_ISEND_DEFER")) {
+            MT_CHECK(later >= WINDOW / 4, "%lld of the window's payloads were posted after their call", later);
+            MT_CHECK(waited >= 1, "no send waited for the payloads before it (%lld)", waited);
+        }
+    } else {
+        for (int i = 0; i < WINDOW; ++i) {
+            const size_t n = window_size(i);
+            const view_t *into = i % 2 ? &CUDA_TAGGED : &HOST_PLAIN;
+            MPI_Datatype rt = view_type(into);
+            recv_prepare(&m[i], into, n < 200 ? n : 64 * 1024);
+            MPI_Status st;
+            MCK(MPI_Recv(m[i].p, m[i].count, rt, 0, MPI_ANY_TAG, W, &st));
+            GPU_CHECK_STATUS(st, 0, tag, n, "message %d of the window", i);
+            recv_check(&m[i], n, msg_off(tag + i, 0), "window message", n);
+            view_type_free(into, &rt);
+        }
+    }
+    for (int i = 0; i < WINDOW; ++i) msg_free(&m[i]);
+    view_type_free(&CUDA_TAGGED, &t);
+}
+
+/* A small device MPI_Isend cancelled at once is either cancelled (its payload never went
+ * to MPICH, and never arrives) or sent whole; one freed with MPI_Request_free still
+ * arrives. The sends around them, on the same tag, arrive in call order either way.
+ * Message 2 is shorter than the others, so the receiver tells from the size whether it
+ * came, and checks that against what MPI_Test_cancelled said on the sender. */
+static void c_cancelled_or_freed_small_isends_keep_the_order(void) {
+    const int tag = 7800;
+    enum { N = 6 };
+    MPI_Datatype t = view_type(&CUDA_TAGGED);
+    const size_t n = 4096, n2 = 1000;
+    msg_t m[N + 1];
+    memset(m, 0, sizeof m);
+    if (mt_rank == 0) {
+        MPI_Request r[N];
+        for (int i = 0; i < N; ++i) {
+            send_prepare(&m[i], &CUDA_TAGGED, i == 2 ? n2 : n, msg_off(tag + i, 0));
+            MCK(MPI_Isend(m[i].p, m[i].count, t, 1, tag, W, &r[i]));
+        }
+        MCK(MPI_Cancel(&r[2]));
+        MPI_Status st;
+        MCK(MPI_Wait(&r[2], &st)); /* not cancelled: complete once received */
+        int cancelled = 0;
+        MCK(MPI_Test_cancelled(&st, &cancelled));
+        MCK(MPI_Request_free(&r[4]));
+        int host = 0x5eed;
+        MCK(MPI_Send(&host, 1, MPI_INT, 1, tag, W));
+        for (int i = 0; i < N; ++i)
+            if (i != 2 && i != 4) MCK(MPI_Wait(&r[i], MPI_STATUS_IGNORE));
+        MCK(MPI_Send(&cancelled, 1, MPI_INT, 1, tag + 1, W));
+        MCK(MPI_Barrier(W)); /* the freed send has arrived: its buffer may go */
+    } else {
+        int arrived2 = 0;
+        for (int i = 0, k = 0; i < N; ++i, ++k) {
+            recv_prepare(&m[k], &HOST_PLAIN, n);
+            MPI_Status st;
+            MCK(MPI_Recv(m[k].p, m[k].count, MPI_CHAR, 0, tag, W, &st));
+            int got = 0;
+            MCK(MPI_Get_count(&st, MPI_CHAR, &got));
+            if (i == 2 && (size_t)got != n2) ++i; /* message 2 never came: this is 3 */
+            if (i == 2) arrived2 = 1;
+            const size_t len = i == 2 ? n2 : n;
+            GPU_CHECK_STATUS(st, 0, tag, len, "message %d", i);
+            recv_check(&m[k], len, msg_off(tag + i, 0), "message around a cancelled or freed send", len);
+        }
+        int host = 0, cancelled = -1;
+        MCK(MPI_Recv(&host, 1, MPI_INT, 0, tag, W, MPI_STATUS_IGNORE));
+        MT_CHECK(host == 0x5eed, "the host send after the window carried %#x", host);
+        MCK(MPI_Recv(&cancelled, 1, MPI_INT, 0, tag + 1, W, MPI_STATUS_IGNORE));
+        MT_CHECK(cancelled == !arrived2, "MPI_Test_cancelled said %d, and message 2 %s", cancelled,
+                 arrived2 ? "arrived" : "never came");
+        MCK(MPI_Barrier(W));
+    }
+    for (int i = 0; i < N + 1; ++i) msg_free(&m[i]);
+    view_type_free(&CUDA_TAGGED, &t);
 }
 
 /* Device-to-device copies within one GPU of up to MPIACC_CUDA_KERNEL_COPY_MAX (32 KiB)
@@ -1071,8 +1199,11 @@ static const gpu_case_t cases[] = {
     {"device_receive_too_small_gets_err_truncate_and_sender_completes", c_truncation_into_device, 0},
     {"zero_byte_device_messages_including_null_pointer", c_zero_byte_device_messages, 0},
     {"small_device_sends_pulled_or_staged_by_receive_kind", c_small_sends_pulled_or_staged_by_receive_kind, 0},
-    {"small_isends_stage_at_the_call_unless_they_depend_on_a_stream",
-     c_small_isends_stage_at_the_call_unless_they_depend_on_a_stream, 0},
+    {"small_isends_go_staged_unless_they_depend_on_a_stream", c_small_isends_go_staged_unless_they_depend_on_a_stream,
+     0},
+    {"window_of_small_isends_arrives_in_call_order_among_other_sends",
+     c_window_of_small_isends_arrives_in_call_order_among_other_sends, 0},
+    {"cancelled_or_freed_small_isends_keep_the_order_of_the_rest", c_cancelled_or_freed_small_isends_keep_the_order, 0},
     {"small_device_copies_by_kernel_at_every_alignment", c_small_copies_by_kernel_at_every_alignment, 0},
     {"large_host_sends_into_device_take_shared_staging_unless_ipc_is_off",
      c_large_host_sends_into_device_take_shared_staging, 0},

@@ -220,11 +220,13 @@ static inline void gpu_ref_init(void) {
             }                                                                                      \
     } while (0)
 
-/* MPIACC_IPC as the library reads it at MPI_Init (a BOOL knob, on unless 0, off or no). */
-static inline int gpu_ipc_knob_on(void) {
-    const char *v = getenv("MPIACC_IPC");
+/* A BOOL knob as the library reads it at MPI_Init, for one that defaults to on: on
+ * unless 0, off or no. */
+static inline int gpu_knob_on(const char *name) {
+    const char *v = getenv(name);
     return !(v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no")));
 }
+static inline int gpu_ipc_knob_on(void) { return gpu_knob_on("MPIACC_IPC"); }
 
 /* ------------------------------------------------------------------ device memory */
 
