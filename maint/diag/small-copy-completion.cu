@@ -33,15 +33,8 @@
 #include <vector>
 
 #include "clock_us.h"
+#include "cuda_check.h"
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 #define CKD(x)                                                             \
     do {                                                                   \
         CUresult r_ = (x);                                                 \

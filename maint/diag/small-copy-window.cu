@@ -19,19 +19,21 @@
 #include <vector>
 
 #include "clock_us.h"
+#include "cuda_check.h"
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 static double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
+}
+
+// One message's copy on stream `s` and the event after it, as the library issues them.
+static void issue(bool d2h, char *host, char *dev, size_t len, cudaStream_t s, cudaEvent_t ev) {
+    if (d2h)
+        CK(cudaMemcpyAsync(host, dev, len, cudaMemcpyDefault, s));
+    else
+        CK(cudaMemcpyAsync(dev, host, len, cudaMemcpyDefault, s));
+    CK(cudaEventRecord(ev, s));
 }
 
 int main(int argc, char **argv) {
@@ -65,22 +67,12 @@ int main(int argc, char **argv) {
                 }
                 double t1 = now_us();
                 for (int i = 0; i < window; ++i) {
-                    if (d2h)
-                        CK(cudaMemcpyAsync(host + i * kMax, dev + i * kMax, len, cudaMemcpyDefault, s));
-                    else
-                        CK(cudaMemcpyAsync(dev + i * kMax, host + i * kMax, len, cudaMemcpyDefault, s));
-                    CK(cudaEventRecord(ev[i], s));
+                    issue(d2h, host + i * kMax, dev + i * kMax, len, s, ev[i]);
                     while (cudaEventQuery(ev[i]) == cudaErrorNotReady) {
                     }
                 }
                 double t2 = now_us();
-                for (int i = 0; i < window; ++i) {
-                    if (d2h)
-                        CK(cudaMemcpyAsync(host + i * kMax, dev + i * kMax, len, cudaMemcpyDefault, s));
-                    else
-                        CK(cudaMemcpyAsync(dev + i * kMax, host + i * kMax, len, cudaMemcpyDefault, s));
-                    CK(cudaEventRecord(ev[i], s));
-                }
+                for (int i = 0; i < window; ++i) issue(d2h, host + i * kMax, dev + i * kMax, len, s, ev[i]);
                 double t3 = now_us();
                 for (int i = 0; i < window; ++i)
                     while (cudaEventQuery(ev[i]) == cudaErrorNotReady) {
