@@ -124,10 +124,10 @@ int deliver_from_bounce(const char *bounce, MPI_Status st, void *buf, int count,
 }
 
 // A blocking receive straight into a contiguous host buffer got exactly an envelope's
-// length: an envelope starts the rendezvous into the same buffer; anything else was the
-// payload.
-int finish_in_place_receive(void *buf, int count, MPI_Datatype type, const MPI_Status &st, MPI_Comm comm,
-                            const char *call, MPI_Status *status) {
+// length: an envelope starts the rendezvous into the same buffer, whose first bytes
+// (`head`, kept before the receive) go back first; anything else was the payload.
+int finish_in_place_receive(void *buf, int count, MPI_Datatype type, const InPlaceHead &head, const MPI_Status &st,
+                            MPI_Comm comm, const char *call, MPI_Status *status) {
     MessageBuffer mb;
     std::string why;
     make_message_buffer(buf, count, type, BufferAttrs{}, &mb, &why);
@@ -135,7 +135,7 @@ int finish_in_place_receive(void *buf, int count, MPI_Datatype type, const MPI_S
         std::unique_ptr<RecvOp> op;
         {
             StateLock lock;
-            RecvOp::from_completed_user_receive(std::move(mb), st, comm, call, &op);
+            RecvOp::from_completed_user_receive(std::move(mb), head, st, comm, call, &op);
         }
         return finish_blocking_op(op.get(), status);
     }
@@ -389,14 +389,16 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     // Others land in a bounce buffer first: smaller ones because an envelope must fit,
     // non-contiguous ones because MPICH refuses a 200-byte envelope into a typemap whose
     // elements it does not fill ("message truncated" in 4.0.2).
-    const bool in_place = static_cast<std::size_t>(n) >= kEnvelopeBytes &&
-                          (is_builtin_type(type) || describe_layout(count, type).contiguous);
+    const Layout layout = is_builtin_type(type) ? Layout{} : describe_layout(count, type);
+    const bool in_place = static_cast<std::size_t>(n) >= kEnvelopeBytes && (is_builtin_type(type) || layout.contiguous);
 
     if (attrs.kind == BufKind::HOST && !request) {
         MPI_Status st;
         st.MPI_ERROR = MPI_SUCCESS;
         if (in_place) {
             // Straight into the user's buffer; an envelope shows up as exactly its length.
+            InPlaceHead head;
+            head.keep(static_cast<char *>(buf) + layout.true_lb);
             int rc;
             if (!transfers_in_flight()) {
                 rc = PMPI_Recv(buf, count, type, source, tag, comm, &st);
@@ -406,7 +408,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
                 if (rc == MPI_SUCCESS) rc = wait_mpich_request(&r, &st);
             }
             if (rc == MPI_SUCCESS && received_bytes(st) == kEnvelopeBytes)
-                return finish_in_place_receive(buf, count, type, st, comm, call, status);
+                return finish_in_place_receive(buf, count, type, head, st, comm, call, status);
             if (status != MPI_STATUS_IGNORE) *status = st;
             return rc;
         }
@@ -524,9 +526,11 @@ inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_
                                           MPI_Comm comm, MPI_Status *status) {
     MPI_Status st;
     st.MPI_ERROR = MPI_SUCCESS;
+    InPlaceHead head;
+    head.keep(buf);
     int rc = PMPI_Recv(buf, count, type, source, tag, comm, &st);
     if (rc == MPI_SUCCESS && received_bytes(st) == kEnvelopeBytes)
-        return finish_in_place_receive(buf, count, type, st, comm, "MPI_Recv", status);
+        return finish_in_place_receive(buf, count, type, head, st, comm, "MPI_Recv", status);
     if (status != MPI_STATUS_IGNORE) *status = st;
     return rc;
 }

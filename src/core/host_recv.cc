@@ -175,6 +175,14 @@ std::unique_ptr<RecvOp> envelope_op(HostRecv *rec, const MPI_Status &st, MPI_Req
     // Host memory with a type the post already accepted: this cannot fail.
     make_message_buffer(rec->buf, rec->count, rec->datatype, BufferAttrs{}, &mb, &why);
     std::unique_ptr<RecvOp> op;
+    if (rec->in_place) {
+        // The envelope read, the user's first bytes go back (InPlaceHead) before any data.
+        alignas(16) char envelope[kEnvelopeBytes];
+        std::memcpy(envelope, rec->contiguous, kEnvelopeBytes);
+        std::memcpy(rec->contiguous, rec->small, kEnvelopeBytes);
+        RecvOp::from_host_receive(std::move(mb), envelope, st, rec->comm, rec->call, held, &op);
+        return op;
+    }
     RecvOp::from_host_receive(std::move(mb), rec->landing(), st, rec->comm, rec->call, held, &op);
     return op;
 }
@@ -226,6 +234,8 @@ int post_host_recv(void *buf, int count, MPI_Datatype type, std::size_t bytes, i
     rec->in_place = contiguous && bytes >= kEnvelopeBytes && !ctx.in_place_ranges.overlaps(lo, lo + bytes);
     int rc;
     if (rec->in_place) {
+        // `small` lands nothing here: it keeps the buffer's first bytes (envelope_op).
+        std::memcpy(rec->small, contiguous, kEnvelopeBytes);
         rc = PMPI_Irecv(buf, count, type, source, tag, comm, &rec->handle);
     } else {
         const std::size_t n = std::max(std::min(bytes, largest_payload(ctx.knobs)), kEnvelopeBytes);

@@ -71,7 +71,8 @@ struct HostRecv {
     MPI_Status status{};                     // DELIVERED
     TypeRef derived_type;                    // keeps a derived type alive past the user's MPI_Type_free
     BounceBuffer large;                      // landing area for bounced receives past an envelope's size
-    alignas(16) char small[kEnvelopeBytes];  // landing area for receives smaller than an envelope
+    alignas(16) char small[kEnvelopeBytes];  // landing area for receives smaller than an envelope;
+                                             // in place: the user's first bytes (InPlaceHead)
 
     char *landing() { return in_place ? contiguous : large.data() ? large.data() : small; }
 };

@@ -116,6 +116,16 @@ std::uint64_t local_node_id();
 // This process's PID namespace (the inode of /proc/self/ns/pid; 0 when unknown).
 std::uint64_t local_pid_namespace();
 
+// The first kEnvelopeBytes of a host buffer that receives in place, kept from the post.
+// An envelope for a message shorter than itself lands there whole, and a receive may
+// change only the bytes of the message (MPI 4.0, 3.2.4): they are put back once the
+// envelope has been read, before any of the message's data moves.
+struct InPlaceHead {
+    alignas(16) char bytes[kEnvelopeBytes];
+    void keep(const void *buf) { std::memcpy(bytes, buf, kEnvelopeBytes); }
+    void put_back(void *buf) const { std::memcpy(buf, bytes, kEnvelopeBytes); }
+};
+
 // True when `buf` of `bytes` bytes is an envelope of this protocol.
 bool looks_like_envelope(const void *buf, std::size_t bytes);
 

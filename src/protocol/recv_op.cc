@@ -39,6 +39,7 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
     if (posting == Posting::IN_PLACE && overlaps_in_place_receive(op->dest_.contiguous_host(), op->dest_.bytes))
         posting = Posting::WATCHED_BOUNCE;
     if (posting == Posting::IN_PLACE) {
+        op->in_place_head_.keep(op->dest_.contiguous_host());
         rc = PMPI_Irecv(op->dest_.host, op->dest_.count, op->dest_.type.get(), source, tag, comm,
                         &op->matching_request_);
         op->data_in_user_buffer_ = true;
@@ -73,8 +74,8 @@ int RecvOp::from_matched(MessageBuffer &&dest, const void *data, std::size_t len
     return MPI_SUCCESS;
 }
 
-int RecvOp::from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &st, MPI_Comm comm, const char *call,
-                                        std::unique_ptr<RecvOp> *out) {
+int RecvOp::from_completed_user_receive(MessageBuffer &&dest, const InPlaceHead &head_before, const MPI_Status &st,
+                                        MPI_Comm comm, const char *call, std::unique_ptr<RecvOp> *out) {
     std::unique_ptr<RecvOp> op(new RecvOp());
     op->dest_ = std::move(dest);
     op->comm = comm;
@@ -84,6 +85,7 @@ int RecvOp::from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &
     std::vector<char> head(len);
     if (pack_range(op->dest_.host, op->dest_.count, op->dest_.type.get(), 0, head.data(), len) != MPI_SUCCESS)
         head.assign(len, 0);
+    if (char *start = op->dest_.contiguous_host()) head_before.put_back(start);
     op->data_in_user_buffer_ = true;  // the data is already in the user's buffer
     op->on_matched(st, head.data(), len);
     *out = std::move(op);
@@ -274,6 +276,7 @@ void RecvOp::matched_from(const MPI_Status &st) {
     if (len == kEnvelopeBytes) {
         head.resize(len);
         pack_range(dest_.host, dest_.count, dest_.type.get(), 0, head.data(), len);
+        if (looks_like_envelope(head.data(), len)) in_place_head_.put_back(dest_.contiguous_host());
     }
     on_matched(st, head.data(), len);
 }

@@ -222,8 +222,10 @@ public:
                                  const char *call, MPI_Request held, std::unique_ptr<RecvOp> *out);
     // Continues a watched host receive whose request already completed (MPICH freed it).
     // (Only blocking receives land in the user's buffer that way.)
-    static int from_completed_user_receive(MessageBuffer &&dest, const MPI_Status &st, MPI_Comm comm, const char *call,
-                                           std::unique_ptr<RecvOp> *out);
+    // `head`: the buffer's first bytes as they were before the receive, put back once the
+    // envelope is read.
+    static int from_completed_user_receive(MessageBuffer &&dest, const InPlaceHead &head, const MPI_Status &st,
+                                           MPI_Comm comm, const char *call, std::unique_ptr<RecvOp> *out);
     ~RecvOp() override;
     void progress() override;
     int cancel() override;
@@ -262,6 +264,7 @@ private:
     MPI_Request matching_request_ = MPI_REQUEST_NULL;
     bool matching_is_user_handle_ = false;  // never free it while the user may hold it
     bool data_in_user_buffer_ = false;      // IN_PLACE: the message landed in dest_.host
+    InPlaceHead in_place_head_;             // IN_PLACE posting: the buffer's first bytes before it
     std::uint32_t in_place_range_ = 0;      // token in Context::in_place_ranges, 0 = none
     BounceBuffer bounce_;
     // Or, for a device receive, pinned memory its kind lent (DeviceBuffer::

@@ -23,6 +23,7 @@ static const char *cases[] = {
     "one_type_is_read_anew_after_each_attribute_change",
     "isend_whose_event_fails_fails_on_both_sides_and_later_pipelines_arrive_intact",
     "test_of_a_receive_holding_a_gated_envelope_returns_without_waiting_for_the_data",
+    "envelope_of_a_short_message_leaves_a_larger_host_receive_untouched_past_the_message",
 };
 
 /* Rank 0 makes a bad call; both ranks then check a good transfer still works. */
@@ -529,6 +530,64 @@ int main(int argc, char **argv) {
             P2P_CHECK_BYTES(h, n, 29, "gated payload");
             free(h);
         }
+        MPI_Type_free(&t);
+    }
+    MT_CASE(cases[c++]) {
+        /* A nonblocking OpenCL send goes by envelope (its data waits for the queue), so
+         * messages under the envelope's 200 bytes arrive as one. A host receive of 1 KiB
+         * takes it in place, whichever path: MPI_Recv with MPI_BYTE (the entry point's
+         * own) and with a contiguous derived type (the general path), MPI_Irecv + MPI_Wait,
+         * and MPI_Recv_init + MPI_Start. Only the message's bytes may change (MPI 4.0,
+         * 3.2.4): the rest keeps the pattern it had. */
+        static const size_t sizes[] = {1, 8, 100, 199};
+        enum { ROOM = 1024, PATHS = 4 };
+        const int tag = 3000;
+        MPI_Datatype t = ocl_type(&e), four;
+        MPI_Type_contiguous(4, MPI_BYTE, &four);
+        MPI_Type_commit(&four);
+        for (int k = 0; k < 4; ++k) {
+            const size_t n = sizes[k];
+            for (int path = 0; path < PATHS; ++path) {
+                const int seed = tag + 10 * k + path;
+                if (mt_rank == 0) {
+                    cl_mem m = ocl_alloc(&e, n);
+                    unsigned char h[256];
+                    mt_fill(h, n, seed);
+                    ocl_write(&e, m, 0, h, n);
+                    MPI_Request r;
+                    MT_CHECK(MPI_Isend(m, (int)n, t, 1, tag, MPI_COMM_WORLD, &r) == MPI_SUCCESS, "isend failed");
+                    MT_CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS, "sender wait");
+                    clReleaseMemObject(m);
+                } else if (mt_rank == 1) {
+                    unsigned char h[ROOM];
+                    memset(h, 0x5c, sizeof h);
+                    MPI_Status st;
+                    MPI_Request r;
+                    static const char *what[] = {"MPI_Recv", "MPI_Recv, derived type", "MPI_Irecv", "MPI_Recv_init"};
+                    switch (path) {
+                        case 0: MPI_Recv(h, ROOM, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &st); break;
+                        case 1: MPI_Recv(h, ROOM / 4, four, 0, tag, MPI_COMM_WORLD, &st); break;
+                        case 2:
+                            MPI_Irecv(h, ROOM, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &r);
+                            MPI_Wait(&r, &st);
+                            break;
+                        default:
+                            MPI_Recv_init(h, ROOM, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &r);
+                            MPI_Start(&r);
+                            MPI_Wait(&r, &st);
+                            MPI_Request_free(&r);
+                            break;
+                    }
+                    MT_CHECK(p2p_count(&st, MPI_BYTE) == (int)n, "%s: %d bytes received, sent %zu", what[path],
+                             p2p_count(&st, MPI_BYTE), n);
+                    char label[96];
+                    snprintf(label, sizeof label, "%zu-byte message by %s", n, what[path]);
+                    P2P_CHECK_BYTES(h, n, seed, label);
+                    P2P_CHECK_UNTOUCHED(h + n, ROOM - n, 0x5c, label);
+                }
+            }
+        }
+        MPI_Type_free(&four);
         MPI_Type_free(&t);
     }
 
