@@ -887,6 +887,33 @@ static void c_window_of_small_isends_arrives_in_call_order_among_other_sends(voi
     view_type_free(&CUDA_TAGGED, &t);
 }
 
+/* The progress rule (DESIGN 2.6) for a payload still being staged: rank 0 posts a small
+ * device MPI_Isend and blocks in MPI_Barrier at once, with no MPI call between that could
+ * hand the payload to MPICH, while rank 1 blocks in MPI_Recv before its MPI_Barrier. The
+ * barrier must drive the send, or both ranks wait for ever. */
+static void c_small_isend_then_barrier_while_the_peer_receives(void) {
+    const int tag = 7900;
+    const size_t n = 64;
+    MPI_Datatype t = view_type(&CUDA_TAGGED);
+    msg_t m;
+    if (mt_rank == 0) {
+        send_prepare(&m, &CUDA_TAGGED, n, msg_off(tag, 0));
+        MPI_Request r;
+        MCK(MPI_Isend(m.p, m.count, t, 1, tag, W, &r));
+        MCK(MPI_Barrier(W));
+        MCK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    } else {
+        recv_prepare(&m, &HOST_PLAIN, n);
+        MPI_Status st;
+        MCK(MPI_Recv(m.p, m.count, MPI_CHAR, 0, tag, W, &st));
+        GPU_CHECK_STATUS(st, 0, tag, n, "small Isend before a barrier");
+        recv_check(&m, n, msg_off(tag, 0), "small Isend before a barrier", n);
+        MCK(MPI_Barrier(W));
+    }
+    msg_free(&m);
+    view_type_free(&CUDA_TAGGED, &t);
+}
+
 /* A small device MPI_Isend cancelled at once is either cancelled (its payload never went
  * to MPICH, and never arrives) or sent whole; one freed with MPI_Request_free still
  * arrives. The sends around them, on the same tag, arrive in call order either way.
@@ -1203,6 +1230,7 @@ static const gpu_case_t cases[] = {
     {"window_of_small_isends_arrives_in_call_order_among_other_sends",
      c_window_of_small_isends_arrives_in_call_order_among_other_sends, 0},
     {"cancelled_or_freed_small_isends_keep_the_order_of_the_rest", c_cancelled_or_freed_small_isends_keep_the_order, 0},
+    {"small_isend_then_barrier_while_the_peer_receives", c_small_isend_then_barrier_while_the_peer_receives, 0},
     {"small_device_copies_by_kernel_at_every_alignment", c_small_copies_by_kernel_at_every_alignment, 0},
     {"large_host_sends_into_device_take_shared_staging_unless_ipc_is_off",
      c_large_host_sends_into_device_take_shared_staging, 0},
