@@ -39,7 +39,7 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
     if (posting == Posting::IN_PLACE && overlaps_in_place_receive(op->dest_.contiguous_host(), op->dest_.bytes))
         posting = Posting::WATCHED_BOUNCE;
     if (posting == Posting::IN_PLACE) {
-        op->in_place_head_.keep(op->dest_.contiguous_host());
+        if (char *start = op->dest_.contiguous_host()) op->in_place_head_.keep(start);
         rc = PMPI_Irecv(op->dest_.host, op->dest_.count, op->dest_.type.get(), source, tag, comm,
                         &op->matching_request_);
         op->data_in_user_buffer_ = true;
@@ -276,7 +276,8 @@ void RecvOp::matched_from(const MPI_Status &st) {
     if (len == kEnvelopeBytes) {
         head.resize(len);
         pack_range(dest_.host, dest_.count, dest_.type.get(), 0, head.data(), len);
-        if (looks_like_envelope(head.data(), len)) in_place_head_.put_back(dest_.contiguous_host());
+        char *start = dest_.contiguous_host();
+        if (start && looks_like_envelope(head.data(), len)) in_place_head_.put_back(start);
     }
     on_matched(st, head.data(), len);
 }
