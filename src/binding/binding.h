@@ -29,7 +29,7 @@ inline bool host_payload_size(long long bytes) {
 // host_payload_size, and under any size a receiver may ask to get by RTS/CTS
 // (Context::plain_send_below). Larger ones take send_common, which asks.
 inline bool plain_payload_size(const Context &ctx, std::size_t bytes) {
-    return bytes != kEnvelopeBytes && bytes < ctx.plain_send_below;
+    return bytes != kEnvelopeBytes && bytes < ctx.plain_send_below.load(std::memory_order_relaxed);
 }
 
 // Whether host data to (comm, dest) goes as the plain payload: host_payload_size, unless

@@ -389,8 +389,9 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     // Others land in a bounce buffer first: smaller ones because an envelope must fit,
     // non-contiguous ones because MPICH refuses a 200-byte envelope into a typemap whose
     // elements it does not fill ("message truncated" in 4.0.2).
-    const Layout layout = is_builtin_type(type) ? Layout{} : describe_layout(count, type);
-    const bool in_place = static_cast<std::size_t>(n) >= kEnvelopeBytes && (is_builtin_type(type) || layout.contiguous);
+    Layout layout;  // a builtin type's: contiguous from buf
+    const bool in_place = static_cast<std::size_t>(n) >= kEnvelopeBytes &&
+                          (is_builtin_type(type) || (layout = describe_layout(count, type)).contiguous);
 
     if (attrs.kind == BufKind::HOST && !request) {
         MPI_Status st;
@@ -502,11 +503,6 @@ namespace {
 // The commonest send (builtin type, plain host memory, a payload size): straight to
 // MPICH from the entry point, whose frame is then a tail call; send_common's frame
 // (room for the device paths) cost 6% of MPICH's 8-byte latency.
-// Small device payloads are still being staged (Context::unposted_payloads): a send must
-// not pass them to MPICH first. MPI_Send's fast path needs no test of its own: they are
-// transfers in flight.
-inline bool payloads_unposted(const Context &ctx) { return ctx.unposted_count.load(std::memory_order_relaxed) != 0; }
-
 inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_Datatype type) {
     return ctx.initialized && is_builtin_type(type) && count >= 0 && buffer_is_plain_host(ctx, buf) &&
            plain_payload_size(ctx, static_cast<std::size_t>(count) * builtin_type_size(type));
@@ -571,8 +567,7 @@ inline int plain_recv(void *buf, int count, MPI_Datatype type, int source, int t
 
 [[gnu::noinline]] int isend_checked(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                                     MPI_Request *req) {
-    if (plain_host_send(context(), buf, count, type) && !payloads_unposted(context()))
-        return PMPI_Isend(buf, count, type, dest, tag, comm, req);
+    if (plain_host_send(context(), buf, count, type)) return PMPI_Isend(buf, count, type, dest, tag, comm, req);
     return send_common(buf, count, type, dest, tag, comm, SendMode::STANDARD, "MPI_Isend", req);
 }
 
@@ -604,7 +599,7 @@ int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
 }
 int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
     const Context &ctx = context();
-    if (!ctx.cuda_autodetect_active && plain_host_send(ctx, buf, count, type) && !payloads_unposted(ctx))
+    if (!ctx.cuda_autodetect_active && plain_host_send(ctx, buf, count, type))
         return PMPI_Isend(buf, count, type, dest, tag, comm, req);
     return isend_checked(buf, count, type, dest, tag, comm, req);
 }

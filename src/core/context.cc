@@ -34,9 +34,7 @@ namespace {
 void load_knobs(Context &ctx) {
     ctx.knob_errors.clear();
     ctx.knobs = Knobs::from_environment(&ctx.knob_errors);
-    const Knobs &k = ctx.knobs;
-    ctx.plain_send_below = k.host_rndv_threshold ? k.host_rndv_threshold : SIZE_MAX;
-    if (k.host_rndv_hint_min) ctx.plain_send_below = std::min(ctx.plain_send_below, k.host_rndv_hint_min);
+    ctx.plain_send_below.store(plain_send_limit(ctx.knobs), std::memory_order_relaxed);
 }
 
 Context *make_context() {
@@ -63,6 +61,11 @@ Context *const the_context = make_context();
 }  // namespace detail
 
 const Knobs &knobs() { return context().knobs; }
+
+std::size_t plain_send_limit(const Knobs &k) {
+    const std::size_t below = k.host_rndv_threshold ? k.host_rndv_threshold : SIZE_MAX;
+    return k.host_rndv_hint_min ? std::min(below, k.host_rndv_hint_min) : below;
+}
 
 const Knobs &reload_knobs() {
     Context &ctx = context();

@@ -71,8 +71,10 @@ public:
     Knobs knobs;
     // Host payloads of fewer bytes go from the entry points straight to MPICH: the host
     // rendezvous threshold, or MPIACC_HOST_RNDV_HINT_MIN where that is lower (a size a
-    // receiver may have asked to get by RTS/CTS). Derived from the knobs, one compare.
-    std::size_t plain_send_below = SIZE_MAX;
+    // receiver may have asked to get by RTS/CTS; plain_send_limit), and 0 while small
+    // device payloads are still being staged, which must reach MPICH first (see
+    // unposted_payloads). One compare on the entry points' path; read without the lock.
+    std::atomic<std::size_t> plain_send_below{SIZE_MAX};
     std::vector<std::string> knob_errors;
     Keyvals keyvals;
 
@@ -181,6 +183,9 @@ public:
 private:
     Context &ctx_;
 };
+
+// Context::plain_send_below from the knobs alone.
+std::size_t plain_send_limit(const Knobs &k);
 
 // Reads the knobs from the environment again: MPI_Init is when they take effect, so a
 // program may set MPIACC_* before it (the context itself is made at load time).

@@ -40,6 +40,10 @@ std::string format(const char *fmt, ...) {
     return buf;
 }
 
+std::string with_detail(const std::string &message, const std::string &detail) {
+    return detail.empty() ? message : message + ": " + detail;
+}
+
 int make_error_code(int error_class, const char *call, const std::string &message) {
     // An error class in, or an error code MPICH already made (it keeps its own message).
     int cls = error_class;

@@ -16,6 +16,9 @@ int raise_error(MPI_Comm comm, int error_class, const char *call, const std::str
 // Same, without invoking a handler: for errors stored in a status or returned later.
 int make_error_code(int error_class, const char *call, const std::string &message);
 
+// "message: detail", or the message alone when there is no detail.
+std::string with_detail(const std::string &message, const std::string &detail);
+
 // Printf-style formatting into a std::string.
 std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

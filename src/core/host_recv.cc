@@ -174,16 +174,16 @@ std::unique_ptr<RecvOp> envelope_op(HostRecv *rec, const MPI_Status &st, MPI_Req
     std::string why;
     // Host memory with a type the post already accepted: this cannot fail.
     make_message_buffer(rec->buf, rec->count, rec->datatype, BufferAttrs{}, &mb, &why);
-    std::unique_ptr<RecvOp> op;
+    const char *envelope = rec->landing();
+    alignas(16) char copy[kEnvelopeBytes];
     if (rec->in_place) {
         // The envelope read, the user's first bytes go back (InPlaceHead) before any data.
-        alignas(16) char envelope[kEnvelopeBytes];
-        std::memcpy(envelope, rec->contiguous, kEnvelopeBytes);
+        std::memcpy(copy, rec->contiguous, kEnvelopeBytes);
         std::memcpy(rec->contiguous, rec->small, kEnvelopeBytes);
-        RecvOp::from_host_receive(std::move(mb), envelope, st, rec->comm, rec->call, held, &op);
-        return op;
+        envelope = copy;
     }
-    RecvOp::from_host_receive(std::move(mb), rec->landing(), st, rec->comm, rec->call, held, &op);
+    std::unique_ptr<RecvOp> op;
+    RecvOp::from_host_receive(std::move(mb), envelope, st, rec->comm, rec->call, held, &op);
     return op;
 }
 

@@ -786,10 +786,9 @@ bool RecvOp::slot_pulls_step() {
         }
         if (it->copy->error() != MPI_SUCCESS) {
             if (ipc_error_ == MPI_SUCCESS) {
-                const std::string what = it->copy->what();
                 ipc_error_ = it->copy->error();
-                ipc_why_ = "copying a chunk of the sender's device memory into a pinned slot failed" +
-                           (what.empty() ? "" : ": " + what);
+                ipc_why_ = with_detail("copying a chunk of the sender's device memory into a pinned slot failed",
+                                       it->copy->what());
             }
         } else if (ipc_error_ == MPI_SUCCESS) {
             if (char *contig = dest_.contiguous_host())
@@ -849,7 +848,7 @@ void RecvOp::ipc_step() {
     if (ipc_error_ != MPI_SUCCESS) {
         ipc_copies_.clear();
         ipc_source_.reset();
-        fail(ipc_error_, "IPC pull from the sender's device memory failed" + (ipc_why_.empty() ? "" : ": " + ipc_why_));
+        fail(ipc_error_, with_detail("IPC pull from the sender's device memory failed", ipc_why_));
         send_control(ControlType::FIN, static_cast<std::uint16_t>(ipc_error_));
         state_ = State::FIN;
         return;

@@ -392,6 +392,18 @@ int pmpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
     }
 }
 
+namespace {
+
+// Context::unposted_payloads changed length: what the entry points read without the lock
+// follows it (no host payload goes straight to MPICH while one is queued).
+void note_unposted_payloads(Context &ctx) {
+    const std::size_t n = ctx.unposted_payloads.size();
+    ctx.unposted_count.store(n, std::memory_order_relaxed);
+    ctx.plain_send_below.store(n ? 0 : plain_send_limit(ctx.knobs), std::memory_order_relaxed);
+}
+
+}  // namespace
+
 StagedSendOp::StagedSendOp(MessageBuffer &&source, StagingBuffer &&staging, std::unique_ptr<Completion> copy, int dest,
                            int tag, MPI_Comm comm_in, SendMode mode, const char *call_in)
     : source_(std::move(source)),
@@ -399,72 +411,58 @@ StagedSendOp::StagedSendOp(MessageBuffer &&source, StagingBuffer &&staging, std:
       copy_(std::move(copy)),
       dest_(dest),
       tag_(tag),
-      mode_(mode),
-      unposted_(true) {
+      mode_(mode) {
     comm = comm_in;
     call = call_in;
     Context &ctx = context();
     sequence_ = ++ctx.payload_sequence;
     ctx.unposted_payloads.push_back(this);
-    ctx.unposted_count.store(ctx.unposted_payloads.size(), std::memory_order_relaxed);
+    note_unposted_payloads(ctx);
 }
 
 StagedSendOp::~StagedSendOp() {
-    if (unposted_) {
+    if (copy_) {
         // Only at finalize, or with the user's request never completed: out of the queue,
         // and the copy into the staging slot ended before the slot goes back.
         Context &ctx = context();
         auto &q = ctx.unposted_payloads;
         q.erase(std::remove(q.begin(), q.end(), this), q.end());
-        ctx.unposted_count.store(q.size(), std::memory_order_relaxed);
+        note_unposted_payloads(ctx);
         const double deadline = PMPI_Wtime() + 1.0;
-        while (copy_ && !copy_->test() && PMPI_Wtime() < deadline) copy_->wait_bounded();
+        while (!copy_->test() && PMPI_Wtime() < deadline) copy_->wait_bounded();
     }
     // Only at finalize with the send unfinished: a send only reads its staging buffer,
     // which goes after this.
     netmod().abandon(&request_);
 }
 
-void StagedSendOp::finish_unposted(int err, bool cancelled) {
-    unposted_ = false;
-    copy_.reset();
-    source_ = MessageBuffer{};
-    staging_.reset();
-    error = err;
-    set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, err, cancelled);
-    complete = true;
-}
-
 bool StagedSendOp::post_when_staged() {
     if (!copy_->test()) return false;
-    if (cancel_requested_) {
-        // Never in MPICH: cancelled for real, as MPICH cancels a send not yet matched.
-        finish_unposted(MPI_SUCCESS, true);
-        return true;
-    }
-    if (copy_->error() != MPI_SUCCESS) {
-        const std::string what = copy_->what();
-        finish_unposted(make_error_code(copy_->error(), call,
-                                        "copying the device send buffer to host memory failed" +
-                                            (what.empty() ? std::string() : ": " + what)),
-                        false);
-        return true;
-    }
-    int rc =
-        pmpi_isend(staging_.data(), static_cast<int>(source_.bytes), MPI_BYTE, dest_, tag_, comm, mode_, &request_);
-    if (rc != MPI_SUCCESS) {
-        finish_unposted(rc, false);
-        return true;
-    }
-    unposted_ = false;
-    copy_.reset();
+    int err = MPI_SUCCESS;
+    if (!cancel_requested_ && copy_->error() != MPI_SUCCESS)
+        err = make_error_code(copy_->error(), call,
+                              with_detail("copying the device send buffer to host memory failed", copy_->what()));
+    copy_.reset();  // out of the queue from here on
+    const std::size_t bytes = source_.bytes;
     source_ = MessageBuffer{};
-    MPIACC_COUNT("protocol.send.eager_device_posted_later");
+    if (!cancel_requested_ && err == MPI_SUCCESS) {
+        err = pmpi_isend(staging_.data(), static_cast<int>(bytes), MPI_BYTE, dest_, tag_, comm, mode_, &request_);
+        if (err == MPI_SUCCESS) {
+            MPIACC_COUNT("protocol.send.eager_device_posted_later");
+            return true;
+        }
+    }
+    // Never in MPICH: failed, or cancelled for real (as MPICH cancels a send not yet
+    // matched).
+    staging_.reset();
+    error = err;
+    set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, err, err == MPI_SUCCESS);
+    complete = true;
     return true;
 }
 
 void StagedSendOp::progress() {
-    if (unposted_) return;  // post_staged_payloads() posts it in turn
+    if (copy_) return;  // unposted: post_staged_payloads() posts it in turn
     int flag = 0;
     MPI_Status st;
     int rc = PMPI_Test(&request_, &flag, &st);
@@ -481,7 +479,7 @@ void StagedSendOp::progress() {
 }
 
 int StagedSendOp::cancel() {
-    if (unposted_) {
+    if (copy_) {
         cancel_requested_ = true;
         return MPI_SUCCESS;
     }
@@ -491,7 +489,7 @@ int StagedSendOp::cancel() {
 // The only op in flight, so the head of the queue: its copy runs on MPI-ACC's own stream
 // and ends within its running time.
 bool StagedSendOp::wait_for_device() {
-    if (!unposted_ || !copy_) return false;
+    if (!copy_) return false;
     copy_->wait_bounded();
     return true;
 }
@@ -499,8 +497,9 @@ bool StagedSendOp::wait_for_device() {
 void post_staged_payloads() {
     Context &ctx = context();
     auto &q = ctx.unposted_payloads;
+    const std::size_t before = q.size();
     while (!q.empty() && q.front()->post_when_staged()) q.pop_front();
-    ctx.unposted_count.store(q.size(), std::memory_order_relaxed);
+    if (q.size() != before) note_unposted_payloads(ctx);
 }
 
 void keep_send_order(MPI_Comm comm, int dest) {

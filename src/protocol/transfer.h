@@ -315,6 +315,7 @@ public:
     // The payload is still being copied into `staging` by `copy`: the op joins
     // Context::unposted_payloads, and post_staged_payloads() sends it, in call order,
     // once the copy has ended. `source` (the user's device buffer) is kept until then.
+    // Unposted exactly while it holds the copy.
     StagedSendOp(MessageBuffer &&source, StagingBuffer &&staging, std::unique_ptr<Completion> copy, int dest, int tag,
                  MPI_Comm comm, SendMode mode, const char *call);
     ~StagedSendOp() override;
@@ -331,8 +332,6 @@ public:
     bool goes_to(MPI_Comm c, int rank) const { return c == comm && rank == dest_; }
 
 private:
-    void finish_unposted(int err, bool cancelled);
-
     MessageBuffer source_;   // unposted: the device buffer the copy reads
     StagingBuffer staging_;  // what MPICH sends from, until the send completes
     MPI_Request request_ = MPI_REQUEST_NULL;
@@ -340,7 +339,6 @@ private:
     int dest_ = -1, tag_ = 0;
     SendMode mode_ = SendMode::STANDARD;
     std::uint64_t sequence_ = 0;  // 0: posted at construction, never queued
-    bool unposted_ = false;
     bool cancel_requested_ = false;
 };
 
