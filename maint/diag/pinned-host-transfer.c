@@ -1,0 +1,121 @@
+/* How fast MPICH moves host data between two ranks of one node, by how the buffers were
+ * allocated: MPI-ACC's pipeline (MPIACC_IPC=0, the path between nodes) sends each chunk
+ * from one pinned staging slot to another through MPICH, and its bandwidth trails MPICH's
+ * own host-to-host rate by 7-13% at 4-16 MiB (issue 4, criterion 5). If MPICH's
+ * single-copy path (CMA) cannot take pages the CUDA driver mapped, or takes 4 KiB pages
+ * slower than huge ones, the slots' allocation decides it.
+ *
+ *   $MPICC -O2 -I/usr/local/cuda/include -o /tmp/pinned-xfer maint/diag/pinned-host-transfer.c \
+ *       -L/usr/local/cuda/lib64 -lcudart
+ *   mpiexec -n 2 /tmp/pinned-xfer [ROUNDS]
+ *
+ * Each line: allocation, message size, GB/s of windows of 8 messages (median of ROUNDS). */
+#define _GNU_SOURCE
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "cuda_check.h"
+
+enum { WINDOW = 8 };
+static const size_t kBytes = 64u << 20; /* per buffer: WINDOW messages of up to 8 MiB */
+
+typedef struct {
+    const char *name;
+    void *(*alloc)(size_t);
+} Kind;
+
+static void *by_malloc(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 2u << 20, n)) return NULL;
+    return p;
+}
+static void *by_mallochost(size_t n) {
+    void *p = NULL;
+    CK(cudaMallocHost(&p, n));
+    return p;
+}
+static void *mapped(size_t n, int huge) {
+    /* 2 MiB aligned, so that THP can back it */
+    size_t len = n + (2u << 20);
+    char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    char *a = (char *)(((unsigned long)p + (2u << 20) - 1) & ~((2ul << 20) - 1));
+    if (huge) madvise(a, n, MADV_HUGEPAGE);
+    memset(a, 1, n);
+    return a;
+}
+static void *by_mmap_register(size_t n) {
+    void *p = mapped(n, 0);
+    CK(cudaHostRegister(p, n, cudaHostRegisterPortable));
+    return p;
+}
+static void *by_thp_register(size_t n) {
+    void *p = mapped(n, 1);
+    CK(cudaHostRegister(p, n, cudaHostRegisterPortable));
+    return p;
+}
+static void *by_thp(size_t n) { return mapped(n, 1); }
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int rounds = argc > 1 ? atoi(argv[1]) : 7;
+    CK(cudaSetDevice(rank));
+    if (rank == 0) {
+        FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+        char line[256] = "?";
+        if (f && fgets(line, sizeof line, f)) line[strcspn(line, "\n")] = 0;
+        if (f) fclose(f);
+        printf("# THP: %s\n%-18s %10s %8s\n", line, "allocation", "bytes", "GB/s");
+    }
+    const Kind kinds[] = {{"malloc", by_malloc},
+                          {"cudaMallocHost", by_mallochost},
+                          {"mmap+register", by_mmap_register},
+                          {"thp+register", by_thp_register},
+                          {"thp", by_thp}};
+    const size_t sizes[] = {256u << 10, 2u << 20, 8u << 20};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        char *buf = kinds[k].alloc(kBytes);
+        if (!buf) MPI_Abort(MPI_COMM_WORLD, 1);
+        memset(buf, rank, kBytes);
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            size_t n = sizes[s];
+            double rate[64];
+            for (int r = 0; r < rounds + 1; r++) {
+                MPI_Request req[WINDOW];
+                MPI_Barrier(MPI_COMM_WORLD);
+                double t = MPI_Wtime();
+                for (int reps = 0; reps < 4; reps++) {
+                    for (int w = 0; w < WINDOW; w++) {
+                        if (rank == 0)
+                            MPI_Isend(buf + w * n, (int)n, MPI_BYTE, 1, w, MPI_COMM_WORLD, &req[w]);
+                        else
+                            MPI_Irecv(buf + w * n, (int)n, MPI_BYTE, 0, w, MPI_COMM_WORLD, &req[w]);
+                    }
+                    MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
+                }
+                char ack = 0;
+                if (rank == 1)
+                    MPI_Send(&ack, 1, MPI_BYTE, 0, 99, MPI_COMM_WORLD);
+                else
+                    MPI_Recv(&ack, 1, MPI_BYTE, 1, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                t = MPI_Wtime() - t;
+                if (r > 0) rate[r - 1] = 4.0 * WINDOW * n / t / 1e9;
+            }
+            qsort(rate, rounds, sizeof rate[0], cmp);
+            if (rank == 0) printf("%-18s %10zu %8.2f\n", kinds[k].name, n, rate[rounds / 2]);
+        }
+    }
+    MPI_Finalize();
+    return 0;
+}
