@@ -1,10 +1,16 @@
 #include "pool/pinned_pool.h"
 
 #include <hwloc.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
+
+#include "core/error.h"
 
 namespace mpiacc {
 
@@ -34,6 +40,36 @@ void StagingBuffer::reset() {
     slot_ = nullptr;
     pool_ = nullptr;
     std::vector<char>().swap(heap_);
+}
+
+namespace {
+constexpr std::size_t kHugePage = 2u << 20;
+}
+
+void *map_staging_memory(std::size_t bytes, std::size_t *mapped_bytes, std::string *why) {
+    const std::size_t len = (std::max<std::size_t>(bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;
+    // One huge page more than asked, so that an aligned run of `len` lies inside; the
+    // ends outside it go back at once.
+    void *raw = mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) {
+        *why = format("mmap(%zu bytes) for staging memory: %s", len + kHugePage, std::strerror(errno));
+        return nullptr;
+    }
+    const auto start = reinterpret_cast<std::uintptr_t>(raw);
+    const std::uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+    if (aligned > start) munmap(raw, aligned - start);
+    const std::uintptr_t tail = aligned + len, end = start + len + kHugePage;
+    if (end > tail) munmap(reinterpret_cast<void *>(tail), end - tail);
+    void *p = reinterpret_cast<void *>(aligned);
+    // Advice only: without THP the memory still works, in 4 KiB pages.
+    madvise(p, len, MADV_HUGEPAGE);
+    madvise(p, len, MADV_DONTFORK);
+    *mapped_bytes = len;
+    return p;
+}
+
+void unmap_staging_memory(void *p, std::size_t mapped_bytes) {
+    if (p) munmap(p, mapped_bytes);
 }
 
 PinnedPool::PinnedPool(std::unique_ptr<PinnedAllocator> allocator, std::size_t slot_size, std::size_t capacity_bytes,

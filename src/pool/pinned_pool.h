@@ -29,6 +29,16 @@ public:
     virtual bool shared_identity(const void * /*allocation*/, SharedLocation * /*out*/) const { return false; }
 };
 
+// Anonymous memory for staging slots that an allocator then page-locks itself
+// (cudaHostRegister): `bytes` rounded up to whole 2 MiB, aligned to 2 MiB and advised for
+// transparent huge pages (MADV_HUGEPAGE; 4 KiB pages where the kernel has THP off), and
+// kept out of any child the process forks (MADV_DONTFORK: a copy-on-write fault in the
+// parent would otherwise move a page away from under the device's DMA, as verbs' fork
+// support also prevents). Pages are not touched here, so a NUMA binding around the
+// registration decides where they come from. Null with *why set when mmap fails.
+void *map_staging_memory(std::size_t bytes, std::size_t *mapped_bytes, std::string *why);
+void unmap_staging_memory(void *p, std::size_t mapped_bytes);
+
 class PinnedPool {
 public:
     PinnedPool(std::unique_ptr<PinnedAllocator> allocator, std::size_t slot_size, std::size_t capacity_bytes,

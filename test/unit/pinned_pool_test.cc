@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <string>
 
 #include "pool/pinned_pool.h"
 
@@ -143,4 +146,47 @@ TEST(StagingBuffer, MovingHandsTheSlotOnAndResetReturnsItOnce) {
     third.reset();
     EXPECT_EQ(pool.slots_in_use(), 0u);
     EXPECT_NE(pool.acquire(), nullptr);  // the slot came back, usable
+}
+
+TEST(StagingMemory, IsWholeAlignedHugePagesThatAreWritableAndNotInheritedByAFork) {
+    const std::size_t huge = 2u << 20;
+    std::string why;
+    std::size_t len = 0;
+    void *p = mpiacc::map_staging_memory(3u << 20, &len, &why);
+    ASSERT_NE(p, nullptr) << why;
+    EXPECT_EQ(len, 2 * huge);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % huge, 0u);
+    std::memset(p, 0x5a, len);
+    EXPECT_EQ(static_cast<unsigned char *>(p)[len - 1], 0x5a);
+    // The advice is in the mapping's flags: "hg" (huge pages) and "dc" (do not copy on fork).
+    std::FILE *f = std::fopen("/proc/self/smaps", "r");
+    ASSERT_NE(f, nullptr);
+    char line[512];
+    bool in_region = false, found = false;
+    std::string flags;
+    while (std::fgets(line, sizeof line, f)) {
+        unsigned long lo = 0, hi = 0;
+        if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line
+            in_region = lo <= reinterpret_cast<std::uintptr_t>(p) && reinterpret_cast<std::uintptr_t>(p) < hi;
+            continue;
+        }
+        if (in_region && std::strncmp(line, "VmFlags:", 8) == 0) {
+            flags = line;
+            found = true;
+        }
+    }
+    std::fclose(f);
+    ASSERT_TRUE(found);
+    EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
+    EXPECT_NE(flags.find(" dc"), std::string::npos) << flags;
+    mpiacc::unmap_staging_memory(p, len);
+}
+
+TEST(StagingMemory, ZeroBytesStillMapsOneHugePage) {
+    std::string why;
+    std::size_t len = 0;
+    void *p = mpiacc::map_staging_memory(0, &len, &why);
+    ASSERT_NE(p, nullptr) << why;
+    EXPECT_EQ(len, 2u << 20);
+    mpiacc::unmap_staging_memory(p, len);
 }

@@ -199,10 +199,33 @@ public:
             return nullptr;
         }
         NumaAllocationScope numa(pci_bus_id_);
+        std::string huge_why;
+        if (knobs().staging_huge_pages) {
+            // Huge pages: MPICH's copy between two ranks of a node (CMA) takes 2 MiB from
+            // such a buffer 12-25% faster than from cudaMallocHost memory (knobs.def).
+            // The registration faults the pages in, under the NUMA binding above.
+            std::size_t len = 0;
+            void *p = map_staging_memory(bytes, &len, &huge_why);
+            if (p) {
+                cudaError_t e = quiet(cudaHostRegister(p, len, cudaHostRegisterPortable | cudaHostRegisterMapped));
+                if (e == cudaSuccess) {
+                    {
+                        std::lock_guard<std::mutex> lock(mapped_mutex_);
+                        mapped_[p] = len;
+                    }
+                    ranges_->add(p, len);
+                    allocations_.fetch_add(1, std::memory_order_relaxed);
+                    return p;
+                }
+                unmap_staging_memory(p, len);
+                huge_why = format("cudaHostRegister(%zu bytes): %s", len, cuda_text(e).c_str());
+            }
+        }
         void *p = nullptr;
         cudaError_t e = quiet(cudaMallocHost(&p, bytes));
         if (e != cudaSuccess) {
-            *why = format("cudaMallocHost(%zu bytes) for device %d staging: %s", bytes, device_, cuda_text(e).c_str());
+            *why = format("cudaMallocHost(%zu bytes) for device %d staging: %s%s%s", bytes, device_,
+                          cuda_text(e).c_str(), huge_why.empty() ? "" : "; before it, ", huge_why.c_str());
             return nullptr;
         }
         ranges_->add(p, bytes);
@@ -213,7 +236,21 @@ public:
     void release(void *ptr) override {
         ranges_->remove(ptr);
         DeviceGuard guard(device_, driver_.get());
-        quiet(cudaFreeHost(ptr));
+        std::size_t len = 0;
+        {
+            std::lock_guard<std::mutex> lock(mapped_mutex_);
+            auto it = mapped_.find(ptr);
+            if (it != mapped_.end()) {
+                len = it->second;
+                mapped_.erase(it);
+            }
+        }
+        if (len == 0) {
+            quiet(cudaFreeHost(ptr));
+            return;
+        }
+        quiet(cudaHostUnregister(ptr));
+        unmap_staging_memory(ptr, len);
     }
 
 private:
@@ -222,6 +259,8 @@ private:
     std::shared_ptr<const DriverApi> driver_;
     std::shared_ptr<PinnedRanges> ranges_;
     std::atomic<std::int64_t> &allocations_;
+    std::mutex mapped_mutex_;
+    std::map<void *, std::size_t> mapped_;  // allocations of map_staging_memory: their lengths
 };
 
 // An event a completion or a dependency waits on: a leased pool event, or a peer's event
