@@ -266,6 +266,9 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
             // offered again, so a peer that now receives into device memory gets the
             // pull back.
             std::atomic<int> &left = ctx.eager_sends_left[world_dest];
+            // The receiver may have asked for pulls again since (a PULL_HINT: its receives
+            // are device memory now).
+            if (left.load(std::memory_order_relaxed) > 0) poll_pull_hints();
             int n = left.load(std::memory_order_relaxed);
             while (n > 0 && !left.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) {
             }

@@ -43,6 +43,12 @@ struct RndvHints {
     std::vector<std::uint8_t> told;
     std::vector<int> sent_to;
     int taken = 0;
+    // Receiver: by world rank, whether this rank declined that sender's last small pull
+    // and has not asked it for pulls again (PULL_HINT), and how many such senders.
+    std::vector<std::uint8_t> declined;
+    int declining = 0;
+    // Sender: sends that asked for waiting PULL_HINTs (poll_pull_hints).
+    unsigned pull_polls = 0;
     // Hints on their way, each kept until its send completes: a few at once, whatever the
     // number of peers (DESIGN 2.7); with none free the next message asks again.
     static constexpr int kInFlight = 4;
@@ -59,8 +65,44 @@ RndvHints &rndv_hints() {
         h.told.assign(n, 0);
         h.sent_to.assign(n, 0);
         h.taken = 0;
+        h.declined.assign(n, 0);
+        h.declining = 0;
     }
     return h;
+}
+
+// Sends a hint (RNDV_HINT or PULL_HINT) to `world_peer`; false when every slot is still
+// in flight or MPICH refused it (the caller then asks again at its next occasion).
+bool send_hint(RndvHints &h, int world_peer, ControlType type, std::uint64_t bytes, std::uint16_t status) {
+    int slot = 0;
+    while (slot < RndvHints::kInFlight && h.requests[slot] != MPI_REQUEST_NULL && !netmod().test(&h.requests[slot]))
+        ++slot;
+    if (slot == RndvHints::kInFlight) return false;
+    ControlMessage &m = h.messages[slot];
+    std::memset(&m, 0, sizeof m);
+    m.magic = kEnvelopeMagic;
+    m.type = static_cast<std::uint16_t>(type);
+    m.bytes = bytes;
+    m.status = status;
+    if (netmod().send_bytes(&m, sizeof m, world_peer, kControlTag, &h.requests[slot]) != MPI_SUCCESS) {
+        h.requests[slot] = MPI_REQUEST_NULL;
+        return false;
+    }
+    ++h.sent_to[world_peer];
+    return true;
+}
+
+// A receiver asks for pulls again: this sender's run of staged small sends to it ends.
+void on_pull_hint(int from) {
+    RndvHints &h = rndv_hints();
+    Context &ctx = context();
+    if (from < 0 || static_cast<std::size_t>(from) >= h.asked_by.size()) return;
+    ++h.taken;
+    if (ctx.eager_sends_left) {
+        ctx.eager_sends_left[from].store(0, std::memory_order_relaxed);
+        ctx.eager_run[from].store(0, std::memory_order_relaxed);
+    }
+    MPIACC_COUNT("protocol.pull_hint.taken");
 }
 
 void on_rndv_hint(int from, const ControlMessage &msg) {
@@ -91,6 +133,8 @@ void poll_control_messages() {
         auto type = static_cast<ControlType>(msg.type);
         if (type == ControlType::RNDV_HINT) {
             on_rndv_hint(from, msg);
+        } else if (type == ControlType::PULL_HINT) {
+            on_pull_hint(from);
         } else if (type == ControlType::ABORT) {
             auto it = ctx.receivers.find({from, msg.transfer_id});
             if (it != ctx.receivers.end()) it->second->on_abort(msg);
@@ -109,26 +153,41 @@ void note_host_payload_route(int world_peer, bool device_dest) {
     if (world_peer < 0 || static_cast<std::size_t>(world_peer) >= h.told.size()) return;
     const std::uint8_t want = device_dest ? 1 : 0;
     if (h.told[world_peer] == want) return;
-    int slot = 0;
-    while (slot < RndvHints::kInFlight && h.requests[slot] != MPI_REQUEST_NULL && !netmod().test(&h.requests[slot]))
-        ++slot;
-    if (slot == RndvHints::kInFlight) return;
-    ControlMessage &m = h.messages[slot];
-    std::memset(&m, 0, sizeof m);
-    m.magic = kEnvelopeMagic;
-    m.type = static_cast<std::uint16_t>(ControlType::RNDV_HINT);
-    m.bytes = context().knobs.host_rndv_hint_min;
-    m.status = want;
-    if (netmod().send_bytes(&m, sizeof m, world_peer, kControlTag, &h.requests[slot]) != MPI_SUCCESS) {
-        h.requests[slot] = MPI_REQUEST_NULL;
-        return;
-    }
+    if (!send_hint(h, world_peer, ControlType::RNDV_HINT, context().knobs.host_rndv_hint_min, want)) return;
     h.told[world_peer] = want;
-    ++h.sent_to[world_peer];
     if (want)
         MPIACC_COUNT("protocol.rndv_hint.asked");
     else
         MPIACC_COUNT("protocol.rndv_hint.withdrawn");
+}
+
+void note_declined_pull(int world_peer) {
+    RndvHints &h = rndv_hints();
+    if (world_peer < 0 || static_cast<std::size_t>(world_peer) >= h.declined.size() || h.declined[world_peer]) return;
+    h.declined[world_peer] = 1;
+    ++h.declining;
+}
+
+void note_small_device_payload(MPI_Comm comm, int peer) {
+    RndvHints &h = rndv_hints();
+    if (h.declining == 0) return;  // the common case: no world rank lookup
+    const int world_peer = world_rank_of(comm, peer);
+    if (world_peer < 0 || static_cast<std::size_t>(world_peer) >= h.declined.size() || !h.declined[world_peer]) return;
+    // The payload may have been host data, not a staged device send: the sender then
+    // offers its next small device send again, which costs one more decline at worst.
+    if (!send_hint(h, world_peer, ControlType::PULL_HINT, 0, 1)) return;
+    h.declined[world_peer] = 0;
+    --h.declining;
+    MPIACC_COUNT("protocol.pull_hint.sent");
+}
+
+// A receiver's PULL_HINT waits among the control messages, which progress takes only
+// while this rank has transfers of its own; a run of staged sends has none.
+constexpr unsigned kStagedSendsPerPoll = 4;
+
+void poll_pull_hints() {
+    StateLock lock;
+    if (rndv_hints().pull_polls++ % kStagedSendsPerPoll == 0) poll_control_messages();
 }
 
 bool host_rndv_hinted(MPI_Comm comm, int dest, std::size_t bytes) {
@@ -160,6 +219,8 @@ void finish_host_rndv_hints() {
         while (h.taken < expected && take_control_message(&msg, &from, true)) {
             if (msg.magic == kEnvelopeMagic && static_cast<ControlType>(msg.type) == ControlType::RNDV_HINT)
                 on_rndv_hint(from, msg);
+            else if (msg.magic == kEnvelopeMagic && static_cast<ControlType>(msg.type) == ControlType::PULL_HINT)
+                on_pull_hint(from);
             else
                 MPIACC_COUNT("protocol.control.orphan");
         }

@@ -15,8 +15,8 @@ namespace mpiacc {
 constexpr std::uint32_t kEnvelopeMagic = 0x4343414du;  // "MACC"
 // 2: the envelope's `shared` offer and flags kEnvelopeStagesAfterDecline and
 // kEnvelopeSharedStaging, CTS status kCtsDeclinedForBlockingReceive, mode SHARED and
-// control message CHUNK_DONE.
-constexpr std::uint16_t kProtocolVersion = 2;
+// control message CHUNK_DONE. 3: control message PULL_HINT.
+constexpr std::uint16_t kProtocolVersion = 3;
 // Not a power of two on purpose: OSU-style sweeps and most applications send power-of-two
 // sizes, and a host payload of exactly this length has to go by rendezvous.
 constexpr std::size_t kEnvelopeBytes = 200;
@@ -75,7 +75,9 @@ struct Envelope {
 // slot.
 // RNDV_HINT is a receiver's, outside any transfer (transfer_id 0): status 1 asks the
 // sender for RTS/CTS on its host sends of at least `bytes`, status 0 withdraws that.
-enum class ControlType : std::uint16_t { CTS = 1, FIN = 2, ABORT = 3, CHUNK_DONE = 4, RNDV_HINT = 5 };
+// PULL_HINT is a receiver's too: a device receive got a small payload from a sender whose
+// pull this rank declined, so that sender's run of staged small sends ends (send_common).
+enum class ControlType : std::uint16_t { CTS = 1, FIN = 2, ABORT = 3, CHUNK_DONE = 4, RNDV_HINT = 5, PULL_HINT = 6 };
 
 struct ControlMessage {
     std::uint32_t magic;

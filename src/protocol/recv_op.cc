@@ -325,6 +325,8 @@ void RecvOp::deliver_payload(const void *data, std::size_t len) {
     // A host payload this size comes faster by RTS/CTS (MPIACC_HOST_RNDV_HINT_MIN).
     if (host_rndv_hint_size(context().knobs, len))
         note_host_payload_route(world_rank_of(comm, status.MPI_SOURCE), true);
+    // A small one may be a device send staged because this rank declined its pull.
+    if (len <= context().knobs.device_eager_max) note_small_device_payload(comm, status.MPI_SOURCE);
     // The bounce buffer stays alive until the host-to-device copies have finished.
     // A large payload goes straight from it by DMA once the buffer is page-locked (done
     // on its first payload; the cache keeps it so): staging through slots costs a second
@@ -430,7 +432,10 @@ void RecvOp::on_envelope(const Envelope &env) {
     // for their copy at the call). A rank that never pulls declines without a reason.
     const bool decline_small = would_pull && host_dest && blocking_ && (env.flags & kEnvelopeStagesAfterDecline) &&
                                env.size <= ctx.knobs.device_eager_max;
-    if (decline_small) MPIACC_COUNT("protocol.recv.ipc_declined_small");
+    if (decline_small) {
+        MPIACC_COUNT("protocol.recv.ipc_declined_small");
+        note_declined_pull(peer_);
+    }
     // Host data under the threshold came by RTS/CTS because this rank asked for it; into
     // host memory the plain payload is faster again.
     if (sender_kind == BufKind::HOST && host_dest && host_rndv_hint_size(ctx.knobs, env.size))

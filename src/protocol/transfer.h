@@ -408,6 +408,18 @@ inline bool host_rndv_hint_size(const Knobs &k, std::size_t bytes) {
 // (!device_dest): tells that sender, once per change, to use RTS/CTS from
 // MPIACC_HOST_RNDV_HINT_MIN on, or to stop. Caller holds the StateLock.
 void note_host_payload_route(int world_peer, bool device_dest);
+// Receiver: this rank declined a small pull of `world_peer` for a blocking host receive,
+// which starts that sender's run of staged small sends (kEagerRun).
+void note_declined_pull(int world_peer);
+// Receiver: a device receive got a payload of at most MPIACC_DEVICE_EAGER_MAX bytes from
+// `peer` of `comm`. If this rank declined that sender's last small pull, it asks the
+// sender (once) to offer pulls again: into device memory one pull beats the two copies of
+// a staged send (4 KiB D->D on two H200s: 17.5 us staged, 9.5 pulled). Caller holds the
+// StateLock.
+void note_small_device_payload(MPI_Comm comm, int peer);
+// Sender: takes waiting control messages (a PULL_HINT among them) once in a few calls;
+// send_common asks while it stages small sends after a decline. Takes the StateLock.
+void poll_pull_hints();
 // Sender: whether host data of `bytes`, a host_rndv_hint_size, to (comm, dest) is to go
 // by RTS/CTS because its receiver asked. Takes waiting control messages now and then,
 // under the StateLock.
