@@ -25,7 +25,7 @@ for size in ${WINDOW_SIZES:-4096 65536}; do
       MPIACC_IPC=0 TIMELINE_TOPS=MPI_Isend,MPI_Irecv,MPI_Waitall TIMELINE_SKIP=200 TIMELINE_CALLS=2000 \
         TIMELINE_DIR=/tmp/tl LD_PRELOAD=/tmp/p2p-timeline.so timeout 60 \
         $MPIEXEC -n 2 bench/pt2pt --rounds 1 --watchdog 20 --sizes "$size" --dirs "$dir" --configs "$config" \
-        2>&1 | grep -v '^#' | awk 'NF == 5'
+        --csv /dev/stdout 2>&1 | grep -v '^#' | grep -v '^config,'
       python3 -c "
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location('tl', '$root/maint/diag/p2p-timeline.py')
