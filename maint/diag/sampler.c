@@ -1,6 +1,9 @@
 /* LD_PRELOAD sampling profiler for the GPU machine, which has no perf: a timer samples
  * the calling thread's stack every SAMPLE_US microseconds of wall time, only while it is
- * inside one of the MPI calls named by SAMPLE_IN (comma-separated; default MPI_Waitall).
+ * inside one of the MPI calls named by SAMPLE_IN (comma-separated; default MPI_Waitall),
+ * after the first SAMPLE_SKIP of those calls (default 0: the first message's one-time
+ * set-up, a hwloc topology load and the staging pool's growth, otherwise fills the
+ * buffer under short ticks).
  * Ranks busy-poll, so wall time is CPU time there. At exit each process writes
  * $SAMPLE_DIR/samples.<rank>.<pid>: its /proc/self/maps, then one line of return
  * addresses per sample; maint/diag/sampler-report.py turns them into self and inclusive
@@ -37,6 +40,7 @@ static int enabled, inside, rank = -1;
 static timer_t timer;
 static struct itimerspec period;
 static char sample_in[512] = ",MPI_Waitall,";
+static long skip_calls; /* SAMPLE_SKIP: sampled calls let through first (start-up, warm-up) */
 
 static void on_tick(int sig, siginfo_t *si, void *uc_) {
     (void)sig, (void)si;
@@ -56,6 +60,7 @@ __attribute__((constructor)) static void start(void) {
     const char *us = getenv("SAMPLE_US");
     if (!us || atol(us) <= 0) return;
     if (getenv("SAMPLE_IN")) snprintf(sample_in, sizeof sample_in, ",%s,", getenv("SAMPLE_IN"));
+    if (getenv("SAMPLE_SKIP")) skip_calls = atol(getenv("SAMPLE_SKIP"));
     samples = calloc((size_t)MAX_SAMPLES * DEPTH, sizeof(void *));
     if (!samples) return;
     void *warm[2];
@@ -106,6 +111,10 @@ static int enter(const char *name) {
     char key[128];
     snprintf(key, sizeof key, ",%s,", name);
     if (!strstr(sample_in, key)) return 0;
+    if (skip_calls > 0) {
+        skip_calls--;
+        return 0;
+    }
     if (rank < 0) PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     inside = 1;
     sampling = 1;
