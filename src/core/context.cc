@@ -158,7 +158,7 @@ void finalize_context() {
     ctx.stash.clear();
     ctx.probed_messages.clear();
     ctx.pending.reset();
-    finish_host_rndv_hints();
+    finish_peer_hints();
     drain_control_messages();
     clear_bounce_cache();
     shutdown_accels();

@@ -30,8 +30,9 @@ bool take_control_message(ControlMessage *msg, int *from, bool wait = false) {
     return true;
 }
 
-// MPIACC_HOST_RNDV_HINT_MIN's state, by world rank.
-struct RndvHints {
+// The hints receivers send their senders outside any transfer, by world rank: RNDV_HINT
+// (MPIACC_HOST_RNDV_HINT_MIN) and PULL_HINT.
+struct PeerHints {
     // Sender: the smallest host payload each receiver asked to get by RTS/CTS (0: none),
     // how many receivers ask, and host sends since control messages were last taken.
     std::vector<std::size_t> asked_by;
@@ -56,8 +57,8 @@ struct RndvHints {
     MPI_Request requests[kInFlight] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
 };
 
-RndvHints &rndv_hints() {
-    static RndvHints h;
+PeerHints &peer_hints() {
+    static PeerHints h;
     const std::size_t n = static_cast<std::size_t>(context().world_size);
     if (h.asked_by.size() != n) {
         h.asked_by.assign(n, 0);
@@ -73,11 +74,11 @@ RndvHints &rndv_hints() {
 
 // Sends a hint (RNDV_HINT or PULL_HINT) to `world_peer`; false when every slot is still
 // in flight or MPICH refused it (the caller then asks again at its next occasion).
-bool send_hint(RndvHints &h, int world_peer, ControlType type, std::uint64_t bytes, std::uint16_t status) {
+bool send_hint(PeerHints &h, int world_peer, ControlType type, std::uint64_t bytes, std::uint16_t status) {
     int slot = 0;
-    while (slot < RndvHints::kInFlight && h.requests[slot] != MPI_REQUEST_NULL && !netmod().test(&h.requests[slot]))
+    while (slot < PeerHints::kInFlight && h.requests[slot] != MPI_REQUEST_NULL && !netmod().test(&h.requests[slot]))
         ++slot;
-    if (slot == RndvHints::kInFlight) return false;
+    if (slot == PeerHints::kInFlight) return false;
     ControlMessage &m = h.messages[slot];
     std::memset(&m, 0, sizeof m);
     m.magic = kEnvelopeMagic;
@@ -94,7 +95,7 @@ bool send_hint(RndvHints &h, int world_peer, ControlType type, std::uint64_t byt
 
 // A receiver asks for pulls again: this sender's run of staged small sends to it ends.
 void on_pull_hint(int from) {
-    RndvHints &h = rndv_hints();
+    PeerHints &h = peer_hints();
     Context &ctx = context();
     if (from < 0 || static_cast<std::size_t>(from) >= h.asked_by.size()) return;
     ++h.taken;
@@ -106,7 +107,7 @@ void on_pull_hint(int from) {
 }
 
 void on_rndv_hint(int from, const ControlMessage &msg) {
-    RndvHints &h = rndv_hints();
+    PeerHints &h = peer_hints();
     if (from < 0 || static_cast<std::size_t>(from) >= h.asked_by.size()) return;
     ++h.taken;
     const std::size_t ask = msg.status ? std::max<std::uint64_t>(msg.bytes, 1) : 0;
@@ -149,7 +150,7 @@ void poll_control_messages() {
 }
 
 void note_host_payload_route(int world_peer, bool device_dest) {
-    RndvHints &h = rndv_hints();
+    PeerHints &h = peer_hints();
     if (world_peer < 0 || static_cast<std::size_t>(world_peer) >= h.told.size()) return;
     const std::uint8_t want = device_dest ? 1 : 0;
     if (h.told[world_peer] == want) return;
@@ -162,14 +163,14 @@ void note_host_payload_route(int world_peer, bool device_dest) {
 }
 
 void note_declined_pull(int world_peer) {
-    RndvHints &h = rndv_hints();
+    PeerHints &h = peer_hints();
     if (world_peer < 0 || static_cast<std::size_t>(world_peer) >= h.declined.size() || h.declined[world_peer]) return;
     h.declined[world_peer] = 1;
     ++h.declining;
 }
 
 void note_small_device_payload(MPI_Comm comm, int peer) {
-    RndvHints &h = rndv_hints();
+    PeerHints &h = peer_hints();
     if (h.declining == 0) return;  // the common case: no world rank lookup
     const int world_peer = world_rank_of(comm, peer);
     if (world_peer < 0 || static_cast<std::size_t>(world_peer) >= h.declined.size() || !h.declined[world_peer]) return;
@@ -187,12 +188,12 @@ constexpr unsigned kStagedSendsPerPoll = 4;
 
 void poll_pull_hints() {
     StateLock lock;
-    if (rndv_hints().pull_polls++ % kStagedSendsPerPoll == 0) poll_control_messages();
+    if (peer_hints().pull_polls++ % kStagedSendsPerPoll == 0) poll_control_messages();
 }
 
 bool host_rndv_hinted(MPI_Comm comm, int dest, std::size_t bytes) {
     StateLock lock;
-    RndvHints &h = rndv_hints();
+    PeerHints &h = peer_hints();
     // A receiver's request is a control message, which progress takes only while this
     // rank has transfers of its own.
     if (h.sends_since_poll++ % kHintedSendsPerPoll == 0) poll_control_messages();
@@ -205,9 +206,9 @@ bool host_rndv_hinted(MPI_Comm comm, int dest, std::size_t bytes) {
     return true;
 }
 
-void finish_host_rndv_hints() {
+void finish_peer_hints() {
     Context &ctx = context();
-    RndvHints &h = rndv_hints();
+    PeerHints &h = peer_hints();
     // How many hints were sent to this rank, summed over the senders; every rank takes
     // part, whatever its own knob. A hint still on its way is counted by its sender, and
     // this rank waits for it below: its sender's request completes only once it is taken
@@ -227,7 +228,7 @@ void finish_host_rndv_hints() {
     }
     for (MPI_Request &r : h.requests)
         if (r != MPI_REQUEST_NULL) PMPI_Wait(&r, MPI_STATUS_IGNORE);
-    h = RndvHints{};  // every request is null again
+    h = PeerHints{};  // every request is null again
 }
 
 void drain_control_messages() {

@@ -424,9 +424,10 @@ void poll_pull_hints();
 // by RTS/CTS because its receiver asked. Takes waiting control messages now and then,
 // under the StateLock.
 bool host_rndv_hinted(MPI_Comm comm, int dest, std::size_t bytes);
-// MPI_Finalize, before drain_control_messages: takes every hint sent to this rank (how
-// many, the ranks sum collectively over proto_comm) and completes those it sent.
-void finish_host_rndv_hints();
+// MPI_Finalize, before drain_control_messages: takes every hint (RNDV_HINT, PULL_HINT)
+// sent to this rank (how many, the ranks sum collectively over proto_comm) and completes
+// those it sent.
+void finish_peer_hints();
 
 // An envelope a probe had to receive to learn the message's real size.
 // Usually an envelope; a 200-byte payload from a program not using MPI-ACC is kept as
