@@ -34,7 +34,7 @@ bool take_control_message(ControlMessage *msg, int *from, bool wait = false) {
 // (MPIACC_HOST_RNDV_HINT_MIN) and PULL_HINT.
 struct PeerHints {
     // Sender: the smallest host payload each receiver asked to get by RTS/CTS (0: none),
-    // how many receivers ask, and host sends since control messages were last taken.
+    // how many receivers ask, and sends that looked for hints (take_hints_now_and_then).
     std::vector<std::size_t> asked_by;
     int asking = 0;
     unsigned sends_since_poll = 0;
@@ -48,8 +48,6 @@ struct PeerHints {
     // and has not asked it for pulls again (PULL_HINT), and how many such senders.
     std::vector<std::uint8_t> declined;
     int declining = 0;
-    // Sender: sends that asked for waiting PULL_HINTs (poll_pull_hints).
-    unsigned pull_polls = 0;
     // Hints on their way, each kept until its send completes: a few at once, whatever the
     // number of peers (DESIGN 2.7); with none free the next message asks again.
     static constexpr int kInFlight = 4;
@@ -119,9 +117,15 @@ void on_rndv_hint(int from, const ControlMessage &msg) {
         MPIACC_COUNT("protocol.rndv_hint.dropped");
 }
 
-// Host sends that may be hinted take the waiting control messages once in this many: a
-// probe costs a few tenths of a microsecond, these messages 15 us and more.
-constexpr unsigned kHintedSendsPerPoll = 4;
+// A hint is a control message, which progress takes only while this rank has transfers
+// of its own; sends it may change (host sends that may be hinted, small device sends
+// staged after a decline) take the waiting ones once in this many: a probe costs a few
+// tenths of a microsecond, these sends 8 us and more. Caller holds the StateLock.
+constexpr unsigned kSendsPerPoll = 4;
+
+void take_hints_now_and_then(PeerHints &h) {
+    if (h.sends_since_poll++ % kSendsPerPoll == 0) poll_control_messages();
+}
 
 }  // namespace
 
@@ -182,21 +186,15 @@ void note_small_device_payload(MPI_Comm comm, int peer) {
     MPIACC_COUNT("protocol.pull_hint.sent");
 }
 
-// A receiver's PULL_HINT waits among the control messages, which progress takes only
-// while this rank has transfers of its own; a run of staged sends has none.
-constexpr unsigned kStagedSendsPerPoll = 4;
-
 void poll_pull_hints() {
     StateLock lock;
-    if (peer_hints().pull_polls++ % kStagedSendsPerPoll == 0) poll_control_messages();
+    take_hints_now_and_then(peer_hints());
 }
 
 bool host_rndv_hinted(MPI_Comm comm, int dest, std::size_t bytes) {
     StateLock lock;
     PeerHints &h = peer_hints();
-    // A receiver's request is a control message, which progress takes only while this
-    // rank has transfers of its own.
-    if (h.sends_since_poll++ % kHintedSendsPerPoll == 0) poll_control_messages();
+    take_hints_now_and_then(h);
     if (h.asking == 0) return false;
     const int peer = world_rank_of(comm, dest);
     if (peer < 0 || static_cast<std::size_t>(peer) >= h.asked_by.size()) return false;
