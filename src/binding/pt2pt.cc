@@ -47,7 +47,8 @@ int pmpi_send(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
 // MPI_Bsend, whose buffer must be reusable when the call returns.
 int stage_device_data(MessageBuffer &mb, void *out, const char *call, std::string *why) {
     std::unique_ptr<Completion> done;
-    int rc = mb.device->copy_to_host(0, out, mb.bytes, &done, why);
+    const bool at_once = copy_waited_at_once(0);
+    int rc = mb.device->copy_to_host(0, out, mb.bytes, &done, why, at_once ? CopyUse::WAITED_AT_ONCE : CopyUse::POLLED);
     if (rc != MPI_SUCCESS) return rc;
     if (!transfers_in_flight()) done->wait_bounded();
     progress_until([&] { return done->test(); });
@@ -146,6 +147,7 @@ int finish_in_place_receive(void *buf, int count, MPI_Datatype type, const InPla
 }  // namespace
 
 int run_to_completion(Op *op) {
+    op->waited_by_call = true;
     mark_pending(op);
     while (!op->complete) {
         progress_poke();

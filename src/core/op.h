@@ -42,6 +42,7 @@ public:
     Handle handle_kind = Handle::NONE;
     MPI_Request user_handle = MPI_REQUEST_NULL;
     bool counted_pending = false;  // included in Context::pending
+    bool waited_by_call = false;   // a blocking call drives it (run_to_completion)
 };
 
 }  // namespace mpiacc

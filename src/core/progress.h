@@ -14,6 +14,15 @@ namespace mpiacc {
 // nonblocking form plus progress instead of going straight to PMPI.
 inline bool transfers_in_flight() { return context().pending.get() != 0; }
 
+// Whether a blocking call may wait for a device copy it issues now as the only work of
+// ours on the device (CopyUse::WAITED_AT_ONCE): nothing in flight but its own `own_ops`
+// (0 or 1), and no other thread (MPI_THREAD_MULTIPLE, the progress thread) that could
+// enqueue more meanwhile.
+inline bool copy_waited_at_once(std::size_t own_ops) {
+    const Context &ctx = context();
+    return !ctx.locking && ctx.pending.get() == own_ops;
+}
+
 // One round: control messages, host receives (core/host_recv.h), then every pending
 // operation. Completion calls test the host receives they wait for themselves (one
 // batched MPI_Testsome) and pass `skip_host_recvs` on most rounds; every 16th round

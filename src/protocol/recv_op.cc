@@ -6,6 +6,7 @@
 #include "core/context.h"
 #include "core/counters.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "netmod/netmod.h"
 #include "pool/pinned_pool.h"
 #include "protocol/transfer.h"
@@ -249,6 +250,13 @@ void RecvOp::progress() {
     }
 }
 
+// A blocking call that drives this receive alone waits for its one copy of a payload
+// into device memory in the driver as soon as it is issued (run_to_completion).
+CopyUse RecvOp::copy_use() const {
+    const bool blocking_call = waited_by_call || blocking_;
+    return blocking_call && copy_waited_at_once(counted_pending ? 1 : 0) ? CopyUse::WAITED_AT_ONCE : CopyUse::POLLED;
+}
+
 // Not in the pipeline's DATA state: blocked in the driver there, MPICH would not move the
 // next chunks meanwhile.
 bool RecvOp::wait_for_device() {
@@ -353,7 +361,7 @@ void RecvOp::deliver_payload(const void *data, std::size_t len) {
         return;
     }
     std::string why;
-    int rc = dest_.device->copy_from_host(0, data, n, &payload_copy_, &why);
+    int rc = dest_.device->copy_from_host(0, data, n, &payload_copy_, &why, copy_use());
     if (rc != MPI_SUCCESS) {
         fail(rc, "copying the received message into device memory failed: " + why);
         return;
@@ -389,7 +397,9 @@ void RecvOp::payload_stage_step() {
         c.pool = pool_;
         std::memcpy(slot, payload_ + c.offset, c.len);
         std::string why;
-        int rc = dest_.device->copy_from_host(c.offset, slot, c.len, &c.copy, &why);
+        // A payload of one slot is the commonest small device receive.
+        int rc = dest_.device->copy_from_host(c.offset, slot, c.len, &c.copy, &why,
+                                              nchunks_ == 1 ? copy_use() : CopyUse::POLLED);
         if (rc != MPI_SUCCESS) {
             pool_->release(slot);
             fail(rc, "copying the received message into device memory failed: " + why);

@@ -235,6 +235,8 @@ public:
 
 private:
     RecvOp() = default;
+    // How the copy issued now is waited for: at once by the blocking call driving it alone.
+    CopyUse copy_use() const;
     void fail(int error_class, const std::string &what);
     // A failure of this side while the sender goes on sending (a chunk's device copy):
     // the remaining chunks are still received, and dropped, so that the sender's posted

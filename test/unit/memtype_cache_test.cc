@@ -542,6 +542,69 @@ TEST_F(CudaGpu, copies_round_trip_through_the_staging_pool) {
     cudaFree(dev);
 }
 
+// A copy that a blocking call waits for at once (CopyUse::WAITED_AT_ONCE) has no event
+// behind it: wait_bounded synchronizes the stream, test() asks the stream. One with a
+// captured dependency keeps its event, and wait_bounded still does not wait for the user.
+TEST_F(CudaGpu, copy_waited_at_once_goes_without_an_event_unless_it_has_a_dependency) {
+    const std::size_t n = 4096;
+    void *dev = nullptr;
+    ASSERT_EQ(cudaMalloc(&dev, 2 * n), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dev, 0x3C, 2 * n), cudaSuccess);
+    std::unique_ptr<DeviceBuffer> buf;
+    std::string why;
+    ASSERT_EQ(accel.capture(dev, n, cuda_attrs(), &buf, &why), MPI_SUCCESS) << why;
+    PinnedPool *pool = buf->staging_pool();
+    auto *slot = static_cast<unsigned char *>(pool->acquire());
+    ASSERT_NE(slot, nullptr) << pool->last_error();
+    auto waited_at_once = [] { return mpiacc_counter_value("cuda.copy.waited_at_once"); };
+
+    // Waited for: the stream ends it.
+    long long before = waited_at_once();
+    std::unique_ptr<Completion> done;
+    ASSERT_EQ(buf->copy_to_host(0, slot, n, &done, &why, CopyUse::WAITED_AT_ONCE), MPI_SUCCESS) << why;
+    EXPECT_EQ(waited_at_once(), before + 1);
+    done->wait_bounded();
+    EXPECT_TRUE(done->test());
+    EXPECT_EQ(done->error(), MPI_SUCCESS);
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(slot[i], 0x3C) << i;
+
+    // Polled after all: test() gets there by the stream.
+    for (std::size_t i = 0; i < n; ++i) slot[i] = static_cast<unsigned char>(i * 13 + 1);
+    ASSERT_EQ(buf->copy_from_host(0, slot, n, &done, &why, CopyUse::WAITED_AT_ONCE), MPI_SUCCESS) << why;
+    ASSERT_TRUE(wait(*done));
+    EXPECT_EQ(done->error(), MPI_SUCCESS);
+    std::vector<unsigned char> back(n);
+    ASSERT_EQ(cudaMemcpy(back.data(), dev, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], static_cast<unsigned char>(i * 13 + 1)) << i;
+
+    // A dependency on the user's stream: the copy keeps its event and wait_bounded returns
+    // while the user's work still runs.
+    cudaStream_t user;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaLaunchHostFunc(user, sleep_ms, reinterpret_cast<void *>(300)), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(static_cast<char *>(dev) + n, 0x5A, n, user), cudaSuccess);
+    BufferAttrs attrs = cuda_attrs();
+    attrs.stream = user;
+    std::unique_ptr<DeviceBuffer> dependent;
+    ASSERT_EQ(accel.capture(static_cast<char *>(dev) + n, n, attrs, &dependent, &why), MPI_SUCCESS) << why;
+    before = waited_at_once();
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(dependent->copy_to_host(0, slot, n, &done, &why, CopyUse::WAITED_AT_ONCE), MPI_SUCCESS) << why;
+    EXPECT_EQ(waited_at_once(), before);
+    done->wait_bounded();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+    ASSERT_TRUE(wait(*done));
+    EXPECT_EQ(done->error(), MPI_SUCCESS);
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(slot[i], 0x5A) << i;
+
+    pool->release(slot);
+    dependent.reset();
+    buf.reset();
+    cudaStreamSynchronize(user);
+    cudaStreamDestroy(user);
+    cudaFree(dev);
+}
+
 TEST_F(CudaGpu, stream_dependency_is_captured_at_call_time) {
     const std::size_t n = 1 << 16;
     void *dev = nullptr;

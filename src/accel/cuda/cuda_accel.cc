@@ -586,7 +586,7 @@ class CopyCompletion final : public Completion {
 public:
     CopyCompletion(std::shared_ptr<DeviceState> device, std::size_t stream_index, void *dst, const void *src,
                    std::size_t len, std::vector<std::shared_ptr<EventRef>> deps,
-                   std::vector<std::shared_ptr<void>> keep, bool by_kernel, bool may_flag)
+                   std::vector<std::shared_ptr<void>> keep, bool by_kernel, bool may_flag, bool at_once = false)
         : device_(std::move(device)),
           stream_index_(stream_index),
           stream_(device_->streams[stream_index]),
@@ -598,7 +598,8 @@ public:
           keep_(std::move(keep)),
           bounded_(deps_.empty()),
           by_kernel_(by_kernel),
-          may_flag_(may_flag && device_->flag_copies) {}
+          may_flag_(may_flag && device_->flag_copies && !at_once),
+          at_once_(at_once && bounded_) {}
     ~CopyCompletion() override;
 
     // Enqueue now, or (host_orders) once the dependencies have completed, or (a pull in
@@ -638,6 +639,17 @@ public:
         if (by_kernel_ && clock::now() - started_at_ < kKernelCopyPatience) return false;
         if (flagged_ && clock::now() - started_at_ < kFlaggedCopyPatience) return false;
         if (tracker_->recently_pending(seq_)) return false;
+        if (!done_) {
+            // Waited for at once (no event behind it), yet polled: by the stream, whose
+            // later work can only make the answer late, never early.
+            cudaError_t e = cudaStreamQuery(stream_);
+            if (e == cudaErrorNotReady) return false;
+            if (e != cudaSuccess)
+                fail("cudaStreamQuery after cudaMemcpyAsync: " + cuda_text(quiet(e)));
+            else
+                tracker_->note_done(seq_);
+            return finish();
+        }
         cudaError_t e = cudaEventQuery(done_->get());
         if (e == cudaErrorNotReady) {
             tracker_->note_pending(seq_);
@@ -671,6 +683,18 @@ public:
             }
             if (by_kernel_ || tracker_->known_done(seq_)) return;
         }
+        if (!done_) {
+            // Nothing of ours was in flight when the copy went on the stream, and it
+            // waits for nothing else: synchronizing the stream waits for the copy alone.
+            cudaError_t e = cudaStreamSynchronize(stream_);
+            if (e != cudaSuccess) {
+                fail("cudaStreamSynchronize after cudaMemcpyAsync: " + cuda_text(quiet(e)));
+                finish();
+                return;
+            }
+            tracker_->note_done(seq_);
+            return;
+        }
         cudaError_t e = cudaEventSynchronize(done_->get());
         if (e != cudaSuccess) {
             fail("cudaEventSynchronize after cudaMemcpyAsync: " + cuda_text(quiet(e)));
@@ -686,8 +710,8 @@ private:
     // An IPC pull that waits for nothing but its own stream, issued while a CopyBatch is
     // open: it goes with the batch's other pulls.
     bool may_defer() const {
-        return stream_index_ == kPullStream && deps_.empty() && !by_kernel_ && !may_flag_ && device_->pull_batch &&
-               CopyBatch::open();
+        return stream_index_ == kPullStream && deps_.empty() && !by_kernel_ && !may_flag_ && !at_once_ &&
+               device_->pull_batch && CopyBatch::open();
     }
     void defer();
     void flush_batch();
@@ -726,7 +750,7 @@ private:
         DeviceGuard guard(device_->ordinal, device_->driver.get());
         cudaError_t e = guard.error();
         const char *step = "cudaSetDevice";
-        if (e == cudaSuccess) {
+        if (e == cudaSuccess && !at_once_) {
             done_ = device_->events->acquire(why);
             if (!done_) {
                 fail(*why);
@@ -763,14 +787,14 @@ private:
                 if (flagged_) MPIACC_COUNT("cuda.copy.flagged");
             }
         }
-        if (e == cudaSuccess) {
+        if (e == cudaSuccess && done_) {
             step = "cudaEventRecord";
             e = quiet(cudaEventRecord(done_->get(), stream_));
         }
         // Numbered only once on the stream: a failed enqueue leaves no gap behind.
         if (e == cudaSuccess) {
             seq_ = event_seq_ = tracker_->next();
-            tracker_->set_tail(seq_, done_);
+            if (done_) tracker_->set_tail(seq_, done_);
         }
         if (e != cudaSuccess) {
             fail(format("%s for a %zu-byte copy on device %d: %s", step, len_, device_->ordinal, cuda_text(e).c_str()));
@@ -780,6 +804,7 @@ private:
         // Waits are enqueued: the events may go back to their pools.
         deps_.clear();
         started_ = true;
+        if (at_once_) MPIACC_COUNT("cuda.copy.waited_at_once");
         if (by_kernel_ || flagged_) started_at_ = clock::now();
         return MPI_SUCCESS;
     }
@@ -813,6 +838,7 @@ private:
     const bool bounded_;  // no user or peer dependency: ends within its own running time
     const bool by_kernel_;
     const bool may_flag_;             // a copy-engine copy to flag (not an IPC pull)
+    const bool at_once_;              // CopyUse::WAITED_AT_ONCE, bounded: no event behind it
     bool flagged_ = false;            // a copy-engine copy that writes the done word behind it
     clock::time_point started_at_{};  // kernel and flagged copies: when it was enqueued
     bool started_ = false;
@@ -1115,19 +1141,19 @@ public:
     }
 
     int copy_to_host(std::size_t offset, void *dst, std::size_t len, std::unique_ptr<Completion> *done,
-                     std::string *why) override {
+                     std::string *why, CopyUse use = CopyUse::POLLED) override {
         if (!in_bounds(offset, len, "copy_to_host", why)) return MPI_ERR_INTERN;
-        return copy(*this, dst, ptr_ + offset, len, dst, done, why);
+        return copy(*this, dst, ptr_ + offset, len, dst, use, done, why);
     }
 
     int copy_from_host(std::size_t offset, const void *src, std::size_t len, std::unique_ptr<Completion> *done,
-                       std::string *why) override {
+                       std::string *why, CopyUse use = CopyUse::POLLED) override {
         if (!in_bounds(offset, len, "copy_from_host", why)) return MPI_ERR_INTERN;
-        return copy(*this, ptr_ + offset, src, len, src, done, why);
+        return copy(*this, ptr_ + offset, src, len, src, use, done, why);
     }
 
     int copy_to_device(std::size_t offset, DeviceBuffer &dst, std::size_t dst_offset, std::size_t len,
-                       std::unique_ptr<Completion> *done, std::string *why) override {
+                       std::unique_ptr<Completion> *done, std::string *why, CopyUse use = CopyUse::POLLED) override {
         auto *target = dynamic_cast<CudaBuffer *>(&dst);
         if (!target) {
             *why = "copy_to_device: the destination is not a CUDA buffer";
@@ -1138,7 +1164,7 @@ public:
             return MPI_ERR_INTERN;
         // The destination's device pulls: with an IPC source that is the device the
         // mapping was opened on, and cudaMemcpyAsync routes a peer copy over NVLink.
-        return target->copy(*this, target->ptr_ + dst_offset, ptr_ + offset, len, nullptr, done, why);
+        return target->copy(*this, target->ptr_ + dst_offset, ptr_ + offset, len, nullptr, use, done, why);
     }
 
     bool pin_host_region(void *base, std::size_t bytes, std::uint64_t mapping, std::string *why) override {
@@ -1224,7 +1250,7 @@ private:
 
     // Runs on this buffer's device and stream pair, after both buffers' dependencies.
     // `host` is the side in host memory, if one is.
-    int copy(const CudaBuffer &other, void *dst, const void *src, std::size_t len, const void *host,
+    int copy(const CudaBuffer &other, void *dst, const void *src, std::size_t len, const void *host, CopyUse use,
              std::unique_ptr<Completion> *done, std::string *why) {
         const bool host_orders = host && !owner_->host_is_pinned(host, len);
         std::vector<std::shared_ptr<EventRef>> deps;
@@ -1241,8 +1267,14 @@ private:
         // IPC pulls are not flagged: on two H200s a flag behind each pull cut windows of
         // 256 KiB pulls from 49-56 to 29-32 GB/s and 16 MiB from 347-350 to 323, and an
         // 8 B pull into host memory took 12.5-14.0 us against 9.3-11.3 (session 10).
+        // Waited for at once, a copy goes without an event only where synchronizing the
+        // stream ends within the copy's own running time: no dependency to wait behind.
+        // IPC pulls keep theirs: on two H200s (three interleaved rounds) 8 B D->D read
+        // 10.3-10.7 us one way waited by the stream against 9.3-9.9 by the event, where
+        // staged copies gained (8 B H->D 7.7-8.7 against 8.7-9.4).
+        const bool at_once = use == CopyUse::WAITED_AT_ONCE && deps.empty() && !pull && knobs().cuda_wait_stream;
         auto op = std::make_unique<CopyCompletion>(device_, index, dst, src, len, std::move(deps), std::move(keep),
-                                                   !host && by_kernel(other, dst, src, len), !pull);
+                                                   !host && by_kernel(other, dst, src, len), !pull, at_once);
         int rc = op->begin(host_orders, why);
         if (rc != MPI_SUCCESS) return rc;
         *done = std::move(op);

@@ -214,12 +214,12 @@ int OpenClDeviceBuffer::take_marker(std::string *why) {
 }
 
 int OpenClDeviceBuffer::copy_to_host(std::size_t offset, void *dst, std::size_t len, std::unique_ptr<Completion> *done,
-                                     std::string *why) {
+                                     std::string *why, CopyUse /*use*/) {
     return enqueue_copy(Direction::TO_HOST, offset, dst, len, done, why);
 }
 
 int OpenClDeviceBuffer::copy_from_host(std::size_t offset, const void *src, std::size_t len,
-                                       std::unique_ptr<Completion> *done, std::string *why) {
+                                       std::unique_ptr<Completion> *done, std::string *why, CopyUse /*use*/) {
     // clEnqueueWriteBuffer takes const void *; the cast only shares enqueue_copy.
     return enqueue_copy(Direction::FROM_HOST, offset, const_cast<void *>(src), len, done, why);
 }

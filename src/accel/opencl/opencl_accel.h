@@ -49,10 +49,12 @@ public:
 
     BufKind kind() const override { return BufKind::OPENCL; }
     std::size_t capacity() const override { return bytes_; }
+    // CopyUse is not needed here: a blocking call's copies already go on the user's queue
+    // or behind one marker, and wait on the event OpenCL returns with the copy.
     int copy_to_host(std::size_t offset, void *dst, std::size_t len, std::unique_ptr<Completion> *done,
-                     std::string *why) override;
+                     std::string *why, CopyUse use = CopyUse::POLLED) override;
     int copy_from_host(std::size_t offset, const void *src, std::size_t len, std::unique_ptr<Completion> *done,
-                       std::string *why) override;
+                       std::string *why, CopyUse use = CopyUse::POLLED) override;
     // The entry's pool. Slots must go back before this buffer is destroyed: an evicted
     // entry (and its pool) dies with its last buffer.
     PinnedPool *staging_pool() override { return &entry_->pinned_pool(); }
