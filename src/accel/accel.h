@@ -143,8 +143,7 @@ public:
     // Enqueue a device-to-device copy of [offset, offset+len) into [dst_offset, ...) of
     // `dst`, a buffer of the same kind (used by the IPC pull). Kinds without it refuse.
     virtual int copy_to_device(std::size_t /*offset*/, DeviceBuffer & /*dst*/, std::size_t /*dst_offset*/,
-                               std::size_t /*len*/, std::unique_ptr<Completion> * /*done*/, std::string *why,
-                               CopyUse /*use*/ = CopyUse::POLLED) {
+                               std::size_t /*len*/, std::unique_ptr<Completion> * /*done*/, std::string *why) {
         *why = "device-to-device copies are not available for this buffer kind";
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }

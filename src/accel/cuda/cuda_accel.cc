@@ -1153,7 +1153,7 @@ public:
     }
 
     int copy_to_device(std::size_t offset, DeviceBuffer &dst, std::size_t dst_offset, std::size_t len,
-                       std::unique_ptr<Completion> *done, std::string *why, CopyUse use = CopyUse::POLLED) override {
+                       std::unique_ptr<Completion> *done, std::string *why) override {
         auto *target = dynamic_cast<CudaBuffer *>(&dst);
         if (!target) {
             *why = "copy_to_device: the destination is not a CUDA buffer";
@@ -1164,7 +1164,8 @@ public:
             return MPI_ERR_INTERN;
         // The destination's device pulls: with an IPC source that is the device the
         // mapping was opened on, and cudaMemcpyAsync routes a peer copy over NVLink.
-        return target->copy(*this, target->ptr_ + dst_offset, ptr_ + offset, len, nullptr, use, done, why);
+        // A pull: waited for by its event whatever the caller does next (copy()).
+        return target->copy(*this, target->ptr_ + dst_offset, ptr_ + offset, len, nullptr, CopyUse::POLLED, done, why);
     }
 
     bool pin_host_region(void *base, std::size_t bytes, std::uint64_t mapping, std::string *why) override {
