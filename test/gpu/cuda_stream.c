@@ -25,16 +25,20 @@
  * 20 ms up to 6x (bench/results/explore-2026-11-25-h100-s16.txt). Behind 200 ms kernels the
  * trials after the first measured that, not MPI_Isend: 30-110 us. */
 #define TIMED_SPIN_NS 10000000ull  /* 10 ms */
-/* After a 64 MiB transfer (tens of ms) the send path is out of the caches all the same, so
- * each timed MPI_Isend follows an untimed one of this many bytes, same buffer and type,
- * as in an application that sends in a loop. */
+/* Before each timed trial the receiver says it is ready (an empty host message) once it
+ * has checked the previous message and set up the next buffer. Without this the timed
+ * MPI_Isend ran while the other rank, on the same host, downloaded and checked the
+ * previous 64 MiB twice and freed it: every call inside MPI_Isend ran 5-20x slower
+ * (cudaGetDevice 1.6-2 us, PMPI_Isend of the 200-byte envelope 25-32 us), and 64 MiB read
+ * 50-95 us against 8-30 us at 4 KiB, with either OpenCL platform and none
+ * (bench/results/explore-2026-11-25-h100-s18.txt).
+ * That check takes tens of ms at 64 MiB, and the send path goes cold while the sender
+ * waits for it, so after "ready" comes an untimed MPI_Isend of this many bytes, same
+ * buffer and type, as in an application that sends in a loop, and only then the timed
+ * one. With the untimed send before the wait instead, the fastest of five 64 MiB trials
+ * read 22-55 us and failed the bound in about one run in four on two H200s; with it after,
+ * 4.6-10.0 us in five runs (bench/results/explore-2026-11-26-h200x2-s27.txt). */
 #define WARM_BYTES 4096
-/* The receiver then says it is ready (an empty host message) once it has checked the
- * previous message and set up the next buffer. Without this the timed MPI_Isend ran while
- * the other rank, on the same host, downloaded and checked the previous 64 MiB twice and
- * freed it: every call inside MPI_Isend ran 5-20x slower (cudaGetDevice 1.6-2 us,
- * PMPI_Isend of the 200-byte envelope 25-32 us), and 64 MiB read 50-95 us against 8-30 us
- * at 4 KiB, with either OpenCL platform and none (bench/results/explore-2026-11-25-h100-s18.txt). */
 #define STALE 0xee                 /* what a send buffer holds before the kernel writes it */
 
 /* ------------------------------------------------------------------ run-time kernels */
@@ -248,8 +252,8 @@ static void c_kernels_spin_and_fill(void) {
 /* MPI_Isend with a dependency (stream, or event recorded after the kernel) returns at
  * once while the kernel runs; the receiver gets the kernel's bytes. One warm-up message
  * per size first (device state, IPC export), then five timed trials behind a 10 ms kernel
- * (TIMED_SPIN_NS), each right after an untimed 4 KiB send (WARM_BYTES) and the receiver's
- * empty "ready" message; the fastest must be under 50 us and every trial must return while
+ * (TIMED_SPIN_NS), each right after the receiver's empty "ready" message and then an
+ * untimed 4 KiB send (WARM_BYTES); the fastest must be under 50 us and every trial must return while
  * the kernel still runs. Tags: tagbase + 10k (+1..5) data, +50.. untimed, +80.. ready. */
 static void isend_with_dependency(int use_event, int tagbase) {
     static const size_t sz[] = {4 * KiB, MiB + 3, 64 * MiB};
@@ -271,9 +275,9 @@ static void isend_with_dependency(int use_event, int tagbase) {
             for (int tr = 0; tr < trials; ++tr) {
                 CK(cudaStreamSynchronize(ustream));
                 gpu_memset(d, STALE, n);
+                MCK(MPI_Recv(NULL, 0, MPI_BYTE, 1, tagbase + 80 + 5 * k + tr, W, MPI_STATUS_IGNORE));
                 MCK(MPI_Isend(d, WARM_BYTES, t, 1, tagbase + 50 + 10 * k + tr, W, &r));
                 gpu_wait(&r, MPI_STATUS_IGNORE, "untimed Isend before a timed one");
-                MCK(MPI_Recv(NULL, 0, MPI_BYTE, 1, tagbase + 80 + 5 * k + tr, W, MPI_STATUS_IGNORE));
                 launch_spin(ustream, TIMED_SPIN_NS);
                 launch_fill(ustream, d, n, 2000 + 10 * k + tr);
                 if (use_event) CK(cudaEventRecord(ev, ustream));
@@ -302,8 +306,8 @@ static void isend_with_dependency(int use_event, int tagbase) {
             recv_seeded(n, 0, tagbase + 10 * k, 1000 + k, "warm-up message");
             for (int tr = 0; tr < trials; ++tr) {
                 unsigned char *d = recv_buffer(n);
-                recv_stale(WARM_BYTES, 0, tagbase + 50 + 10 * k + tr, "untimed message before a timed one");
                 MCK(MPI_Send(NULL, 0, MPI_BYTE, 0, tagbase + 80 + 5 * k + tr, W));
+                recv_stale(WARM_BYTES, 0, tagbase + 50 + 10 * k + tr, "untimed message before a timed one");
                 recv_seeded_into(d, n, 0, tagbase + 10 * k + 1 + tr, 2000 + 10 * k + tr,
                                  "message written by the kernel");
             }
