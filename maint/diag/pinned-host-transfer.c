@@ -7,9 +7,12 @@
  *
  *   $MPICC -O2 -I/usr/local/cuda/include -o /tmp/pinned-xfer maint/diag/pinned-host-transfer.c \
  *       -L/usr/local/cuda/lib64 -lcudart
- *   mpiexec -n 2 /tmp/pinned-xfer [ROUNDS]
+ *   mpiexec -n 2 /tmp/pinned-xfer [ROUNDS] [mixed]
  *
- * Each line: allocation, message size, GB/s of windows of 8 messages (median of ROUNDS). */
+ * Each line: allocation, message size, GB/s of windows of 8 messages (median of ROUNDS).
+ * Both ranks allocate alike, or with `mixed` the sender (rank 0) and the receiver (rank 1)
+ * differently, as in the pipeline's host->device direction (the sender's own buffer into
+ * a staging slot) and device->host (a slot into the receiver's own buffer). */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -76,7 +79,7 @@ int main(int argc, char **argv) {
         char line[256] = "?";
         if (f && fgets(line, sizeof line, f)) line[strcspn(line, "\n")] = 0;
         if (f) fclose(f);
-        printf("# THP: %s\n%-18s %10s %8s\n", line, "allocation", "bytes", "GB/s");
+        printf("# THP: %s\n%-30s %10s %8s\n", line, "allocation", "bytes", "GB/s");
     }
     const Kind kinds[] = {{"malloc", by_malloc},
                           {"cudaMallocHost", by_mallochost},
@@ -84,8 +87,20 @@ int main(int argc, char **argv) {
                           {"thp+register", by_thp_register},
                           {"thp", by_thp}};
     const size_t sizes[] = {256u << 10, 2u << 20, 8u << 20};
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-        char *buf = kinds[k].alloc(kBytes);
+    /* sender kind, receiver kind (indices into kinds) */
+    static const int same[][2] = {{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}};
+    static const int mixed[][2] = {{0, 0}, {0, 3}, {3, 0}, {3, 3}, {0, 4}, {4, 0}, {0, 1}, {1, 0}};
+    int use_mixed = argc > 2 && strcmp(argv[2], "mixed") == 0;
+    const int(*pairs)[2] = use_mixed ? mixed : same;
+    size_t npairs = use_mixed ? sizeof mixed / sizeof mixed[0] : sizeof same / sizeof same[0];
+    for (size_t k = 0; k < npairs; k++) {
+        const Kind *mine = &kinds[pairs[k][rank == 0 ? 0 : 1]];
+        char name[40];
+        if (use_mixed)
+            snprintf(name, sizeof name, "%s>%s", kinds[pairs[k][0]].name, kinds[pairs[k][1]].name);
+        else
+            snprintf(name, sizeof name, "%s", mine->name);
+        char *buf = mine->alloc(kBytes);
         if (!buf) MPI_Abort(MPI_COMM_WORLD, 1);
         memset(buf, rank, kBytes);
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
@@ -113,7 +128,7 @@ int main(int argc, char **argv) {
                 if (r > 0) rate[r - 1] = 4.0 * WINDOW * n / t / 1e9;
             }
             qsort(rate, rounds, sizeof rate[0], cmp);
-            if (rank == 0) printf("%-18s %10zu %8.2f\n", kinds[k].name, n, rate[rounds / 2]);
+            if (rank == 0) printf("%-30s %10zu %8.2f\n", name, n, rate[rounds / 2]);
         }
     }
     MPI_Finalize();
