@@ -7,12 +7,16 @@
  *
  *   $MPICC -O2 -I/usr/local/cuda/include -o /tmp/pinned-xfer maint/diag/pinned-host-transfer.c \
  *       -L/usr/local/cuda/lib64 -lcudart
- *   mpiexec -n 2 /tmp/pinned-xfer [ROUNDS] [mixed]
+ *   mpiexec -n 2 /tmp/pinned-xfer [ROUNDS] [mixed|chunked]
  *
  * Each line: allocation, message size, GB/s of windows of 8 messages (median of ROUNDS).
  * Both ranks allocate alike, or with `mixed` the sender (rank 0) and the receiver (rank 1)
  * differently, as in the pipeline's host->device direction (the sender's own buffer into
- * a staging slot) and device->host (a slot into the receiver's own buffer). */
+ * a staging slot) and device->host (a slot into the receiver's own buffer).
+ * `chunked` asks whether cutting a message into pieces costs MPICH bandwidth: one malloc
+ * buffer each side, each message of 4 or 16 MiB sent whole or as back-to-back chunks (all
+ * posted at once), windows of 16 messages from the one buffer into the other, as
+ * bench/pt2pt measures MPICH host-to-host; each line gives the chunk size too. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -23,7 +27,7 @@
 
 #include "cuda_check.h"
 
-enum { WINDOW = 8 };
+enum { WINDOW = 8, CHUNKED_WINDOW = 16, MAX_MESSAGES = 64 };
 static const size_t kBytes = 64u << 20; /* per buffer: WINDOW messages of up to 8 MiB */
 
 typedef struct {
@@ -68,11 +72,66 @@ static int cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Median GB/s over `rounds` of `batches` batches, each `msgs` messages of `bytes` from
+ * consecutive offsets of buf, posted at once and then waited for. */
+static double window_rate(char *buf, size_t bytes, int msgs, int batches, int rounds, int rank) {
+    double rate[64];
+    for (int r = 0; r < rounds + 1; r++) {
+        MPI_Request req[MAX_MESSAGES];
+        MPI_Status st[MAX_MESSAGES];
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t = MPI_Wtime();
+        for (int b = 0; b < batches; b++) {
+            for (int k = 0; k < msgs; k++) {
+                if (rank == 0)
+                    MPI_Isend(buf + k * bytes, (int)bytes, MPI_BYTE, 1, k, MPI_COMM_WORLD, &req[k]);
+                else
+                    MPI_Irecv(buf + k * bytes, (int)bytes, MPI_BYTE, 0, k, MPI_COMM_WORLD, &req[k]);
+            }
+            MPI_Waitall(msgs, req, st);
+        }
+        char ack = 0;
+        if (rank == 1)
+            MPI_Send(&ack, 1, MPI_BYTE, 0, 99, MPI_COMM_WORLD);
+        else
+            MPI_Recv(&ack, 1, MPI_BYTE, 1, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        t = MPI_Wtime() - t;
+        if (r > 0) rate[r - 1] = (double)batches * msgs * bytes / t / 1e9;
+    }
+    qsort(rate, rounds, sizeof rate[0], cmp);
+    return rate[rounds / 2];
+}
+
+/* The `chunked` mode (see the top). */
+static void chunked(int rounds, int rank) {
+    const size_t sizes[] = {4u << 20, 16u << 20};
+    const size_t chunks[] = {0, 4u << 20, 2u << 20, 1u << 20}; /* 0: whole */
+    char *buf = by_malloc(16u << 20);
+    if (!buf) MPI_Abort(MPI_COMM_WORLD, 1);
+    memset(buf, rank, 16u << 20);
+    if (rank == 0) printf("%10s %10s %8s\n", "bytes", "chunk", "GB/s");
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+            size_t n = sizes[s], chunk = chunks[c] ? chunks[c] : n;
+            if (chunk > n || (chunks[c] && chunk == n)) continue;
+            double gbs = window_rate(buf, chunk, (int)(n / chunk), CHUNKED_WINDOW, rounds, rank);
+            if (rank == 0) printf("%10zu %10zu %8.2f\n", n, chunk, gbs);
+        }
+    }
+    free(buf);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     int rounds = argc > 1 ? atoi(argv[1]) : 7;
+    if (rounds < 1 || rounds > 64) rounds = 7;
+    if (argc > 2 && strcmp(argv[2], "chunked") == 0) {
+        chunked(rounds, rank);
+        MPI_Finalize();
+        return 0;
+    }
     CK(cudaSetDevice(rank));
     if (rank == 0) {
         FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
@@ -104,31 +163,8 @@ int main(int argc, char **argv) {
         if (!buf) MPI_Abort(MPI_COMM_WORLD, 1);
         memset(buf, rank, kBytes);
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
-            size_t n = sizes[s];
-            double rate[64];
-            for (int r = 0; r < rounds + 1; r++) {
-                MPI_Request req[WINDOW];
-                MPI_Barrier(MPI_COMM_WORLD);
-                double t = MPI_Wtime();
-                for (int reps = 0; reps < 4; reps++) {
-                    for (int w = 0; w < WINDOW; w++) {
-                        if (rank == 0)
-                            MPI_Isend(buf + w * n, (int)n, MPI_BYTE, 1, w, MPI_COMM_WORLD, &req[w]);
-                        else
-                            MPI_Irecv(buf + w * n, (int)n, MPI_BYTE, 0, w, MPI_COMM_WORLD, &req[w]);
-                    }
-                    MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
-                }
-                char ack = 0;
-                if (rank == 1)
-                    MPI_Send(&ack, 1, MPI_BYTE, 0, 99, MPI_COMM_WORLD);
-                else
-                    MPI_Recv(&ack, 1, MPI_BYTE, 1, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                t = MPI_Wtime() - t;
-                if (r > 0) rate[r - 1] = 4.0 * WINDOW * n / t / 1e9;
-            }
-            qsort(rate, rounds, sizeof rate[0], cmp);
-            if (rank == 0) printf("%-30s %10zu %8.2f\n", name, n, rate[rounds / 2]);
+            double gbs = window_rate(buf, sizes[s], WINDOW, 4, rounds, rank);
+            if (rank == 0) printf("%-30s %10zu %8.2f\n", name, sizes[s], gbs);
         }
     }
     MPI_Finalize();
