@@ -37,7 +37,7 @@
  * buffer and type, as in an application that sends in a loop, and only then the timed
  * one. With the untimed send before the wait instead, the fastest of five 64 MiB trials
  * read 22-55 us and failed the bound in about one run in four on two H200s; with it after,
- * 4.6-10.0 us in five runs (bench/results/explore-2026-11-26-h200x2-s27.txt). */
+ * 4.6-12.9 us in nine runs (bench/results/explore-2026-11-26-h200x2-s27.txt). */
 #define WARM_BYTES 4096
 #define STALE 0xee                 /* what a send buffer holds before the kernel writes it */
 
