@@ -37,15 +37,6 @@
 #include "clock_us.h"
 #include "cuda_check.h"
 
-#define CKD(x)                                                             \
-    do {                                                                   \
-        CUresult r_ = (x);                                                 \
-        if (r_ != CUDA_SUCCESS) {                                          \
-            fprintf(stderr, "%s:%d %s: %d\n", __FILE__, __LINE__, #x, r_); \
-            exit(1);                                                       \
-        }                                                                  \
-    } while (0)
-
 // Written by the host before the go word; read by the kernels after it.
 struct Descriptor {
     const unsigned char *src;

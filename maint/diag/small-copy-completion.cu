@@ -35,15 +35,6 @@
 #include "clock_us.h"
 #include "cuda_check.h"
 
-#define CKD(x)                                                             \
-    do {                                                                   \
-        CUresult r_ = (x);                                                 \
-        if (r_ != CUDA_SUCCESS) {                                          \
-            fprintf(stderr, "%s:%d %s: %d\n", __FILE__, __LINE__, #x, r_); \
-            exit(1);                                                       \
-        }                                                                  \
-    } while (0)
-
 static double pct(std::vector<double> v, double p) {
     std::sort(v.begin(), v.end());
     return v[(size_t)(p * (v.size() - 1))];
