@@ -117,6 +117,15 @@ void on_rndv_hint(int from, const ControlMessage &msg) {
         MPIACC_COUNT("protocol.rndv_hint.dropped");
 }
 
+// Takes `msg` when it is a hint (RNDV_HINT or PULL_HINT); false for any other type.
+bool take_hint(int from, const ControlMessage &msg) {
+    switch (static_cast<ControlType>(msg.type)) {
+        case ControlType::RNDV_HINT: on_rndv_hint(from, msg); return true;
+        case ControlType::PULL_HINT: on_pull_hint(from); return true;
+        default: return false;
+    }
+}
+
 // A hint is a control message, which progress takes only while this rank has transfers
 // of its own; sends it may change (host sends that may be hinted, small device sends
 // staged after a decline) take the waiting ones once in this many: a probe costs a few
@@ -134,13 +143,8 @@ void poll_control_messages() {
     ControlMessage msg;
     int from = MPI_PROC_NULL;
     for (int k = 0; k < kMessagesPerPoll && take_control_message(&msg, &from); ++k) {
-        if (msg.magic != kEnvelopeMagic) continue;
-        auto type = static_cast<ControlType>(msg.type);
-        if (type == ControlType::RNDV_HINT) {
-            on_rndv_hint(from, msg);
-        } else if (type == ControlType::PULL_HINT) {
-            on_pull_hint(from);
-        } else if (type == ControlType::ABORT) {
+        if (msg.magic != kEnvelopeMagic || take_hint(from, msg)) continue;
+        if (static_cast<ControlType>(msg.type) == ControlType::ABORT) {
             auto it = ctx.receivers.find({from, msg.transfer_id});
             if (it != ctx.receivers.end()) it->second->on_abort(msg);
         } else {
@@ -215,14 +219,8 @@ void finish_peer_hints() {
     ControlMessage msg;
     int from = MPI_PROC_NULL;
     if (PMPI_Reduce_scatter_block(h.sent_to.data(), &expected, 1, MPI_INT, MPI_SUM, ctx.proto_comm) == MPI_SUCCESS) {
-        while (h.taken < expected && take_control_message(&msg, &from, true)) {
-            if (msg.magic == kEnvelopeMagic && static_cast<ControlType>(msg.type) == ControlType::RNDV_HINT)
-                on_rndv_hint(from, msg);
-            else if (msg.magic == kEnvelopeMagic && static_cast<ControlType>(msg.type) == ControlType::PULL_HINT)
-                on_pull_hint(from);
-            else
-                MPIACC_COUNT("protocol.control.orphan");
-        }
+        while (h.taken < expected && take_control_message(&msg, &from, true))
+            if (msg.magic != kEnvelopeMagic || !take_hint(from, msg)) MPIACC_COUNT("protocol.control.orphan");
     }
     for (MPI_Request &r : h.requests)
         if (r != MPI_REQUEST_NULL) PMPI_Wait(&r, MPI_STATUS_IGNORE);
