@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "core/chunk_trace.h"
 #include "core/context.h"
@@ -281,10 +282,7 @@ void SendOp::pipeline_step() {
         }
     }
     while (chunks_.size() < depth_ && next_chunk_ < nchunks_) {
-        ChunkState c;
-        c.index = next_chunk_;
-        c.offset = next_chunk_ * chunk_size_;
-        c.len = std::min(chunk_size_, send_bytes_ - c.offset);
+        ChunkState c = ChunkState::at(next_chunk_, chunk_size_, send_bytes_);
         if (source_.kind == BufKind::HOST && !shared_) {
             c.stage = ChunkState::Stage::NETWORK;
         } else {
@@ -502,6 +500,20 @@ void post_staged_payloads() {
     if (q.size() != before) note_unposted_payloads(ctx);
 }
 
+namespace {
+
+// Drives progress until every staged payload up to sequence `last` is in MPICH.
+void wait_for_payloads_through(std::uint64_t last) {
+    Context &ctx = context();
+    MPIACC_COUNT("protocol.send.waited_for_earlier_payloads");
+    progress_until([&] {
+        StateLock lock;
+        return ctx.unposted_payloads.empty() || ctx.unposted_payloads.front()->sequence() > last;
+    });
+}
+
+}  // namespace
+
 void keep_send_order(MPI_Comm comm, int dest) {
     Context &ctx = context();
     if (ctx.unposted_count.load(std::memory_order_relaxed) == 0) return;
@@ -511,22 +523,12 @@ void keep_send_order(MPI_Comm comm, int dest) {
         for (const StagedSendOp *op : ctx.unposted_payloads)
             if (op->goes_to(comm, dest)) last = op->sequence();
     }
-    if (last == 0) return;
-    MPIACC_COUNT("protocol.send.waited_for_earlier_payloads");
-    progress_until([&] {
-        StateLock lock;
-        return ctx.unposted_payloads.empty() || ctx.unposted_payloads.front()->sequence() > last;
-    });
+    if (last != 0) wait_for_payloads_through(last);
 }
 
 void keep_send_order() {
-    Context &ctx = context();
-    if (ctx.unposted_count.load(std::memory_order_relaxed) == 0) return;
-    MPIACC_COUNT("protocol.send.waited_for_earlier_payloads");
-    progress_until([&] {
-        StateLock lock;
-        return ctx.unposted_payloads.empty();
-    });
+    if (context().unposted_count.load(std::memory_order_relaxed) != 0)
+        wait_for_payloads_through(std::numeric_limits<std::uint64_t>::max());
 }
 
 }  // namespace mpiacc
