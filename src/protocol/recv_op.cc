@@ -389,10 +389,7 @@ void RecvOp::payload_stage_step() {
             MPIACC_COUNT("pool.wait");  // back-pressure: the next round tries again
             break;
         }
-        ChunkState c;
-        c.index = next_chunk_;
-        c.offset = next_chunk_ * chunk_size_;
-        c.len = std::min(chunk_size_, bytes_ - c.offset);
+        ChunkState c = ChunkState::at(next_chunk_, chunk_size_, bytes_);
         c.staging = slot;
         c.pool = pool_;
         std::memcpy(slot, payload_ + c.offset, c.len);
@@ -707,10 +704,7 @@ void RecvOp::pipeline_step() {
         }
     }
     while (chunks_.size() < depth_ && next_chunk_ < nchunks_) {
-        ChunkState c;
-        c.index = next_chunk_;
-        c.offset = next_chunk_ * chunk_size_;
-        c.len = std::min(chunk_size_, bytes_ - c.offset);
+        ChunkState c = ChunkState::at(next_chunk_, chunk_size_, bytes_);
         void *into;
         std::size_t into_len = c.len;
         if (shared) {
@@ -825,10 +819,7 @@ bool RecvOp::slot_pulls_step() {
             MPIACC_COUNT("pool.wait");
             break;  // back-pressure: wait for a slot
         }
-        ChunkState c;
-        c.index = next_chunk_;
-        c.offset = next_chunk_ * chunk_size_;
-        c.len = std::min(chunk_size_, bytes_ - c.offset);
+        ChunkState c = ChunkState::at(next_chunk_, chunk_size_, bytes_);
         c.staging = slot;
         c.pool = pool_;
         std::string why;

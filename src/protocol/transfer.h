@@ -128,6 +128,15 @@ struct ChunkState {
     // Receiver, SHARED: NETWORK is the notice's receive, LANDING the copy out of the
     // sender's slot, ACKING the CHUNK_DONE's send.
     enum class Stage { COPYING, NETWORK, LANDING, ACKING } stage = Stage::COPYING;
+
+    // Chunk `index` of a transfer of `total` bytes cut into pieces of `chunk_size`.
+    static ChunkState at(std::size_t index, std::size_t chunk_size, std::size_t total) {
+        ChunkState c;
+        c.index = index;
+        c.offset = index * chunk_size;
+        c.len = std::min(chunk_size, total - c.offset);
+        return c;
+    }
 };
 
 // Chunks of a transfer that ended early (it failed, or was destroyed unfinished). A
