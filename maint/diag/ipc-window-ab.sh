@@ -10,8 +10,8 @@
 # AB_ROUNDS (default 3).
 set -uo pipefail
 out=${1:?OUTDIR}
-exec > >(tee -a "$out/ipc-window-ab.txt") 2>&1
-echo "== $(date -u +%FT%TZ) $(pwd) AB_OLD_LIB=${AB_OLD_LIB:-}"
+source "$(dirname "$0")/diag-log.sh"
+diag_log ipc-window-ab "AB_OLD_LIB=${AB_OLD_LIB:-}"
 S=16384,65536,262144,1048576
 run() {  # label, then env assignments
   local label=$1

@@ -14,8 +14,8 @@
 # DEFER_ROUNDS (2), DEFER_SIZES (8,64,1024,4096,16384,65536).
 set -uo pipefail
 out=${1:?OUTDIR}
-exec > >(tee -a "$out/isend-defer-ab.txt") 2>&1
-echo "== $(date -u +%FT%TZ) $(pwd)"
+source "$(dirname "$0")/diag-log.sh"
+diag_log isend-defer-ab
 gpu_tests="test/gpu/cuda_p2p test/gpu/cuda_p2p_pipeline test/gpu/cuda_p2p_same_gpu test/gpu/cuda_p2p_copy_flags"
 gpu_tests="$gpu_tests test/gpu/cuda_stream_pipeline test/gpu/cuda_stream"
 echo "== GPU tests"

@@ -10,10 +10,9 @@
 set -uo pipefail
 out=${1:?OUTDIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
-exec > >(tee -a "$out/isend-dependency.txt") 2>&1
-echo "== $(date -u +%FT%TZ) $(pwd)"
-$MPICC -shared -fPIC -I/usr/local/cuda/include -I"$root/maint/diag" -o /tmp/p2p-timeline.so \
-  "$root/maint/diag/p2p-timeline.c" -ldl || exit 1
+source "$(dirname "$0")/diag-log.sh"
+diag_log isend-dependency
+timeline_shim || exit 1
 rm -rf /tmp/tl-isend && mkdir -p /tmp/tl-isend
 TIMELINE_TOPS=MPI_Isend TIMELINE_SKIP=0 TIMELINE_CALLS=100000 TIMELINE_DIR=/tmp/tl-isend timeout 120 \
   $MPIEXEC -n 2 env LD_PRELOAD=/tmp/p2p-timeline.so test/gpu/cuda_stream 2>&1 | grep -E '^(not )?ok|pending|^#.*us'

@@ -14,8 +14,8 @@
 # HINT_VALUES (default "0 128K 256K"), HINT_ROUNDS (2).
 set -uo pipefail
 out=${1:?OUTDIR}
-exec > >(tee -a "$out/rndv-hint-ab.txt") 2>&1
-echo "== $(date -u +%FT%TZ) $(pwd)"
+source "$(dirname "$0")/diag-log.sh"
+diag_log rndv-hint-ab
 sizes=131072,262144,524288,1048576
 for round in $(seq 1 "${HINT_ROUNDS:-2}"); do
   for v in ${HINT_VALUES:-0 128K 256K}; do

@@ -11,10 +11,9 @@
 set -uo pipefail
 out=${1:?OUTDIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
-exec > >(tee -a "$out/window-breakdown.txt") 2>&1
-echo "== $(date -u +%FT%TZ) $(pwd)"
-$MPICC -shared -fPIC -I/usr/local/cuda/include -I"$root/maint/diag" -o /tmp/p2p-timeline.so \
-  "$root/maint/diag/p2p-timeline.c" -ldl || exit 1
+source "$(dirname "$0")/diag-log.sh"
+diag_log window-breakdown
+timeline_shim || exit 1
 for size in ${WINDOW_SIZES:-4096 65536}; do
   for dir in ${WINDOW_DIRS:-D->D D->H}; do
     for config in mpiacc staged; do
