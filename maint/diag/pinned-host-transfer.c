@@ -7,7 +7,7 @@
  *
  *   $MPICC -O2 -I/usr/local/cuda/include -o /tmp/pinned-xfer maint/diag/pinned-host-transfer.c \
  *       -L/usr/local/cuda/lib64 -lcudart
- *   mpiexec -n 2 /tmp/pinned-xfer [ROUNDS] [mixed|chunked]
+ *   mpiexec -n 2 /tmp/pinned-xfer [ROUNDS] [mixed|chunked|h2d]
  *
  * Each line: allocation, message size, GB/s of windows of 8 messages (median of ROUNDS).
  * Both ranks allocate alike, or with `mixed` the sender (rank 0) and the receiver (rank 1)
@@ -16,7 +16,14 @@
  * `chunked` asks whether cutting a message into pieces costs MPICH bandwidth: one malloc
  * buffer each side, each message of 4 or 16 MiB sent whole or as back-to-back chunks (all
  * posted at once), windows of 16 messages from the one buffer into the other, as
- * bench/pt2pt measures MPICH host-to-host; each line gives the chunk size too. */
+ * bench/pt2pt measures MPICH host-to-host; each line gives the chunk size too.
+ * `h2d` asks what the IPC-off host->device pipeline's receiver costs MPICH: the sender's
+ * malloc buffer goes as 16 MiB messages (windows of 8) into one malloc buffer (bench/pt2pt's
+ * MPICH anchor) or one thp+register buffer, or as 2 MiB chunks into DEPTH thp+register
+ * slots, each slot's receive posted again once it lands, or once it lands and its copy to
+ * the device (cudaMemcpyAsync and an event, polled as the library polls) has ended, as the
+ * pipeline's receiver does. Each line adds the receiver's time inside the CUDA calls per
+ * chunk. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -102,6 +109,121 @@ static double window_rate(char *buf, size_t bytes, int msgs, int batches, int ro
     return rate[rounds / 2];
 }
 
+enum { H2D_WINDOW = 8, H2D_CHUNK = 2u << 20, H2D_MAX_DEPTH = 8, H2D_SENDS = H2D_WINDOW * 8 };
+static const size_t kH2dMessage = 8u * H2D_CHUNK;
+
+static double now_us(void) { return MPI_Wtime() * 1e6; }
+
+/* One round of `h2d`'s chunked variants: H2D_WINDOW messages of kH2dMessage as H2D_CHUNK
+ * chunks, rank 0 from buf, rank 1 into `depth` slots (to_device: each then copied to dev).
+ * Returns GB/s; *cuda_us (rank 1) gets the time spent in CUDA calls. */
+static double h2d_chunked_round(char *buf, char **slots, int depth, char *dev, cudaStream_t stream, cudaEvent_t *ev,
+                                int to_device, int rank, double *cuda_us) {
+    const int chunks = (int)(kH2dMessage / H2D_CHUNK), total = H2D_WINDOW * chunks;
+    static MPI_Request sends[H2D_SENDS];
+    static MPI_Status st[H2D_SENDS];
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t = MPI_Wtime(), in_cuda = 0;
+    if (rank == 0) {
+        for (int k = 0; k < total; k++)
+            MPI_Isend(buf + (size_t)(k % chunks) * H2D_CHUNK, H2D_CHUNK, MPI_BYTE, 1, 7, MPI_COMM_WORLD, &sends[k]);
+        MPI_Waitall(total, sends, st);
+    } else {
+        enum { FREE, RECEIVING, COPYING } state[H2D_MAX_DEPTH];
+        MPI_Request req[H2D_MAX_DEPTH];
+        int chunk_of[H2D_MAX_DEPTH], next = 0, done = 0;
+        for (int d = 0; d < depth; d++) state[d] = FREE;
+        while (done < total) {
+            for (int d = 0; d < depth; d++) {
+                if (state[d] == FREE && next < total) {
+                    chunk_of[d] = next++;
+                    MPI_Irecv(slots[d], H2D_CHUNK, MPI_BYTE, 0, 7, MPI_COMM_WORLD, &req[d]);
+                    state[d] = RECEIVING;
+                }
+                if (state[d] == RECEIVING) {
+                    int flag = 0;
+                    MPI_Test(&req[d], &flag, MPI_STATUS_IGNORE);
+                    if (!flag) continue;
+                    if (!to_device) {
+                        state[d] = FREE;
+                        done++;
+                        continue;
+                    }
+                    double c = now_us();
+                    CK(cudaMemcpyAsync(dev + (size_t)(chunk_of[d] % chunks) * H2D_CHUNK, slots[d], H2D_CHUNK,
+                                       cudaMemcpyHostToDevice, stream));
+                    CK(cudaEventRecord(ev[d], stream));
+                    in_cuda += now_us() - c;
+                    state[d] = COPYING;
+                } else if (state[d] == COPYING) {
+                    double c = now_us();
+                    cudaError_t e = cudaEventQuery(ev[d]);
+                    in_cuda += now_us() - c;
+                    if (e == cudaErrorNotReady) continue;
+                    CK(e);
+                    state[d] = FREE;
+                    done++;
+                }
+            }
+        }
+    }
+    char ack = 0;
+    if (rank == 1)
+        MPI_Send(&ack, 1, MPI_BYTE, 0, 99, MPI_COMM_WORLD);
+    else
+        MPI_Recv(&ack, 1, MPI_BYTE, 1, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    t = MPI_Wtime() - t;
+    *cuda_us = in_cuda / total;
+    return (double)H2D_WINDOW * kH2dMessage / t / 1e9;
+}
+
+/* The `h2d` mode (see the top). */
+static void h2d(int rounds, int rank) {
+    char *src = by_malloc(kH2dMessage), *into_malloc = by_malloc(kH2dMessage);
+    char *into_registered = by_thp_register(kH2dMessage), *slots[H2D_MAX_DEPTH], *dev = NULL;
+    cudaStream_t stream;
+    cudaEvent_t ev[H2D_MAX_DEPTH];
+    if (!src || !into_malloc || !into_registered) MPI_Abort(MPI_COMM_WORLD, 1);
+    memset(src, rank, kH2dMessage);
+    memset(into_malloc, rank, kH2dMessage);
+    CK(cudaMalloc((void **)&dev, kH2dMessage));
+    CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (int d = 0; d < H2D_MAX_DEPTH; d++) {
+        if (!(slots[d] = by_thp_register(H2D_CHUNK))) MPI_Abort(MPI_COMM_WORLD, 1);
+        CK(cudaEventCreateWithFlags(&ev[d], cudaEventDisableTiming));
+    }
+    if (rank == 0) printf("%-34s %8s %14s\n", "variant (16 MiB messages)", "GB/s", "cuda us/chunk");
+    /* variants interleaved round by round, so that a drifting machine shifts them alike */
+    enum { VARIANTS = 6 };
+    static const char *names[VARIANTS] = {"whole>malloc (MPICH anchor)", "whole>thp+register",
+                                          "2M chunks>4 slots",           "2M chunks>4 slots+h2d",
+                                          "2M chunks>8 slots",           "2M chunks>8 slots+h2d"};
+    double rate[VARIANTS][64], per_chunk[VARIANTS][64];
+    for (int r = 0; r < rounds + 1; r++) {
+        for (int v = 0; v < VARIANTS; v++) {
+            double gbs, cu = 0;
+            if (v < 2)
+                gbs = window_rate(rank == 0 ? src : (v == 0 ? into_malloc : into_registered), kH2dMessage, 1,
+                                  H2D_WINDOW, 1, rank);
+            else
+                gbs = h2d_chunked_round(src, slots, v < 4 ? 4 : 8, dev, stream, ev, v % 2 == 1, rank, &cu);
+            if (r > 0) rate[v][r - 1] = gbs, per_chunk[v][r - 1] = cu;
+        }
+    }
+    for (int v = 0; v < VARIANTS; v++) {
+        double cu[64];
+        memcpy(cu, per_chunk[v], sizeof(double) * rounds);
+        qsort(rate[v], rounds, sizeof(double), cmp);
+        qsort(cu, rounds, sizeof(double), cmp);
+        double cu_rank1 = cu[rounds / 2];
+        if (rank == 1) MPI_Send(&cu_rank1, 1, MPI_DOUBLE, 0, 98, MPI_COMM_WORLD);
+        if (rank == 0) {
+            MPI_Recv(&cu_rank1, 1, MPI_DOUBLE, 1, 98, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            printf("%-34s %8.2f %14.2f\n", names[v], rate[v][rounds / 2], cu_rank1);
+        }
+    }
+}
+
 /* The `chunked` mode (see the top). */
 static void chunked(int rounds, int rank) {
     const size_t sizes[] = {4u << 20, 16u << 20};
@@ -133,6 +255,11 @@ int main(int argc, char **argv) {
         return 0;
     }
     CK(cudaSetDevice(rank));
+    if (argc > 2 && strcmp(argv[2], "h2d") == 0) {
+        h2d(rounds, rank);
+        MPI_Finalize();
+        return 0;
+    }
     if (rank == 0) {
         FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
         char line[256] = "?";
