@@ -19,7 +19,7 @@
  * bench/pt2pt measures MPICH host-to-host; each line gives the chunk size too.
  * `h2d` asks what the IPC-off host->device pipeline's receiver costs MPICH: the sender's
  * malloc buffer goes as 16 MiB messages (windows of 8) into one malloc buffer (bench/pt2pt's
- * MPICH anchor) or one thp+register buffer, or as 2 MiB chunks into DEPTH thp+register
+ * MPICH anchor) or one thp+register buffer, or as chunks of 1-8 MiB into a few thp+register
  * slots, each slot's receive posted again once it lands, or once it lands and its copy to
  * the device (cudaMemcpyAsync and an event, polled as the library polls) has ended, as the
  * pipeline's receiver does. Each line adds the receiver's time inside the CUDA calls per
@@ -109,48 +109,56 @@ static double window_rate(char *buf, size_t bytes, int msgs, int batches, int ro
     return rate[rounds / 2];
 }
 
-enum { H2D_WINDOW = 8, H2D_CHUNK = 2u << 20, H2D_MAX_DEPTH = 8, H2D_SENDS = H2D_WINDOW * 8 };
-static const size_t kH2dMessage = 8u * H2D_CHUNK;
+enum { H2D_WINDOW = 8, H2D_MAX_DEPTH = 8, H2D_MIN_CHUNK = 1u << 20, H2D_MAX_CHUNK = 8u << 20 };
+static const size_t kH2dMessage = 16u << 20;
+#define H2D_SENDS (H2D_WINDOW * (16u << 20) / H2D_MIN_CHUNK)
+
+typedef struct {
+    const char *name;
+    size_t chunk; /* 0: each message whole, into one buffer */
+    int depth, to_device, into_malloc;
+} H2dVariant;
 
 static double now_us(void) { return MPI_Wtime() * 1e6; }
 
-/* One round of `h2d`'s chunked variants: H2D_WINDOW messages of kH2dMessage as H2D_CHUNK
- * chunks, rank 0 from buf, rank 1 into `depth` slots (to_device: each then copied to dev).
- * Returns GB/s; *cuda_us (rank 1) gets the time spent in CUDA calls. */
-static double h2d_chunked_round(char *buf, char **slots, int depth, char *dev, cudaStream_t stream, cudaEvent_t *ev,
-                                int to_device, int rank, double *cuda_us) {
-    const int chunks = (int)(kH2dMessage / H2D_CHUNK), total = H2D_WINDOW * chunks;
+/* One round of an `h2d` chunked variant: H2D_WINDOW messages of kH2dMessage as chunks of
+ * v->chunk, rank 0 from buf, rank 1 into v->depth slots (each then copied to dev when
+ * v->to_device). Returns GB/s; *cuda_us (rank 1) gets the time in CUDA calls per chunk. */
+static double h2d_chunked_round(const H2dVariant *v, char *buf, char **slots, char *dev, cudaStream_t stream,
+                                cudaEvent_t *ev, int rank, double *cuda_us) {
+    const size_t chunk = v->chunk;
+    const int chunks = (int)(kH2dMessage / chunk), total = H2D_WINDOW * chunks;
     static MPI_Request sends[H2D_SENDS];
     static MPI_Status st[H2D_SENDS];
     MPI_Barrier(MPI_COMM_WORLD);
     double t = MPI_Wtime(), in_cuda = 0;
     if (rank == 0) {
         for (int k = 0; k < total; k++)
-            MPI_Isend(buf + (size_t)(k % chunks) * H2D_CHUNK, H2D_CHUNK, MPI_BYTE, 1, 7, MPI_COMM_WORLD, &sends[k]);
+            MPI_Isend(buf + (size_t)(k % chunks) * chunk, (int)chunk, MPI_BYTE, 1, 7, MPI_COMM_WORLD, &sends[k]);
         MPI_Waitall(total, sends, st);
     } else {
         enum { FREE, RECEIVING, COPYING } state[H2D_MAX_DEPTH];
         MPI_Request req[H2D_MAX_DEPTH];
         int chunk_of[H2D_MAX_DEPTH], next = 0, done = 0;
-        for (int d = 0; d < depth; d++) state[d] = FREE;
+        for (int d = 0; d < v->depth; d++) state[d] = FREE;
         while (done < total) {
-            for (int d = 0; d < depth; d++) {
+            for (int d = 0; d < v->depth; d++) {
                 if (state[d] == FREE && next < total) {
                     chunk_of[d] = next++;
-                    MPI_Irecv(slots[d], H2D_CHUNK, MPI_BYTE, 0, 7, MPI_COMM_WORLD, &req[d]);
+                    MPI_Irecv(slots[d], (int)chunk, MPI_BYTE, 0, 7, MPI_COMM_WORLD, &req[d]);
                     state[d] = RECEIVING;
                 }
                 if (state[d] == RECEIVING) {
                     int flag = 0;
                     MPI_Test(&req[d], &flag, MPI_STATUS_IGNORE);
                     if (!flag) continue;
-                    if (!to_device) {
+                    if (!v->to_device) {
                         state[d] = FREE;
                         done++;
                         continue;
                     }
                     double c = now_us();
-                    CK(cudaMemcpyAsync(dev + (size_t)(chunk_of[d] % chunks) * H2D_CHUNK, slots[d], H2D_CHUNK,
+                    CK(cudaMemcpyAsync(dev + (size_t)(chunk_of[d] % chunks) * chunk, slots[d], chunk,
                                        cudaMemcpyHostToDevice, stream));
                     CK(cudaEventRecord(ev[d], stream));
                     in_cuda += now_us() - c;
@@ -179,6 +187,14 @@ static double h2d_chunked_round(char *buf, char **slots, int depth, char *dev, c
 
 /* The `h2d` mode (see the top). */
 static void h2d(int rounds, int rank) {
+    static const H2dVariant variants[] = {
+        {"whole>malloc (MPICH anchor)", 0, 0, 0, 1}, {"whole>thp+register", 0, 0, 0, 0},
+        {"1M chunks>4 slots", 1u << 20, 4, 0, 0},    {"1M chunks>4 slots+h2d", 1u << 20, 4, 1, 0},
+        {"2M chunks>4 slots", 2u << 20, 4, 0, 0},    {"2M chunks>4 slots+h2d", 2u << 20, 4, 1, 0},
+        {"2M chunks>8 slots+h2d", 2u << 20, 8, 1, 0}, {"4M chunks>4 slots", 4u << 20, 4, 0, 0},
+        {"4M chunks>4 slots+h2d", 4u << 20, 4, 1, 0}, {"8M chunks>2 slots", 8u << 20, 2, 0, 0},
+        {"8M chunks>2 slots+h2d", 8u << 20, 2, 1, 0}};
+    enum { VARIANTS = sizeof variants / sizeof variants[0] };
     char *src = by_malloc(kH2dMessage), *into_malloc = by_malloc(kH2dMessage);
     char *into_registered = by_thp_register(kH2dMessage), *slots[H2D_MAX_DEPTH], *dev = NULL;
     cudaStream_t stream;
@@ -189,37 +205,32 @@ static void h2d(int rounds, int rank) {
     CK(cudaMalloc((void **)&dev, kH2dMessage));
     CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     for (int d = 0; d < H2D_MAX_DEPTH; d++) {
-        if (!(slots[d] = by_thp_register(H2D_CHUNK))) MPI_Abort(MPI_COMM_WORLD, 1);
+        if (!(slots[d] = by_thp_register(H2D_MAX_CHUNK))) MPI_Abort(MPI_COMM_WORLD, 1);
         CK(cudaEventCreateWithFlags(&ev[d], cudaEventDisableTiming));
     }
     if (rank == 0) printf("%-34s %8s %14s\n", "variant (16 MiB messages)", "GB/s", "cuda us/chunk");
     /* variants interleaved round by round, so that a drifting machine shifts them alike */
-    enum { VARIANTS = 6 };
-    static const char *names[VARIANTS] = {"whole>malloc (MPICH anchor)", "whole>thp+register",
-                                          "2M chunks>4 slots",           "2M chunks>4 slots+h2d",
-                                          "2M chunks>8 slots",           "2M chunks>8 slots+h2d"};
     double rate[VARIANTS][64], per_chunk[VARIANTS][64];
     for (int r = 0; r < rounds + 1; r++) {
-        for (int v = 0; v < VARIANTS; v++) {
+        for (int k = 0; k < VARIANTS; k++) {
+            const H2dVariant *v = &variants[k];
             double gbs, cu = 0;
-            if (v < 2)
-                gbs = window_rate(rank == 0 ? src : (v == 0 ? into_malloc : into_registered), kH2dMessage, 1,
+            if (v->chunk == 0)
+                gbs = window_rate(rank == 0 ? src : (v->into_malloc ? into_malloc : into_registered), kH2dMessage, 1,
                                   H2D_WINDOW, 1, rank);
             else
-                gbs = h2d_chunked_round(src, slots, v < 4 ? 4 : 8, dev, stream, ev, v % 2 == 1, rank, &cu);
-            if (r > 0) rate[v][r - 1] = gbs, per_chunk[v][r - 1] = cu;
+                gbs = h2d_chunked_round(v, src, slots, dev, stream, ev, rank, &cu);
+            if (r > 0) rate[k][r - 1] = gbs, per_chunk[k][r - 1] = cu;
         }
     }
-    for (int v = 0; v < VARIANTS; v++) {
-        double cu[64];
-        memcpy(cu, per_chunk[v], sizeof(double) * rounds);
-        qsort(rate[v], rounds, sizeof(double), cmp);
-        qsort(cu, rounds, sizeof(double), cmp);
-        double cu_rank1 = cu[rounds / 2];
-        if (rank == 1) MPI_Send(&cu_rank1, 1, MPI_DOUBLE, 0, 98, MPI_COMM_WORLD);
+    for (int k = 0; k < VARIANTS; k++) {
+        qsort(rate[k], rounds, sizeof(double), cmp);
+        qsort(per_chunk[k], rounds, sizeof(double), cmp);
+        double cu = per_chunk[k][rounds / 2];
+        if (rank == 1) MPI_Send(&cu, 1, MPI_DOUBLE, 0, 98, MPI_COMM_WORLD);
         if (rank == 0) {
-            MPI_Recv(&cu_rank1, 1, MPI_DOUBLE, 1, 98, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            printf("%-34s %8.2f %14.2f\n", names[v], rate[v][rounds / 2], cu_rank1);
+            MPI_Recv(&cu, 1, MPI_DOUBLE, 1, 98, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            printf("%-34s %8.2f %14.2f\n", variants[k].name, rate[k][rounds / 2], cu);
         }
     }
 }
