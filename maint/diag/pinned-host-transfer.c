@@ -79,6 +79,15 @@ static int cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* A window ends when the receiver (rank 1) says it has all of it, as bench/pt2pt's do. */
+static void window_ack(int rank) {
+    char ack = 0;
+    if (rank == 1)
+        MPI_Send(&ack, 1, MPI_BYTE, 0, 99, MPI_COMM_WORLD);
+    else
+        MPI_Recv(&ack, 1, MPI_BYTE, 1, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+
 /* Median GB/s over `rounds` of `batches` batches, each `msgs` messages of `bytes` from
  * consecutive offsets of buf, posted at once and then waited for. */
 static double window_rate(char *buf, size_t bytes, int msgs, int batches, int rounds, int rank) {
@@ -97,11 +106,7 @@ static double window_rate(char *buf, size_t bytes, int msgs, int batches, int ro
             }
             MPI_Waitall(msgs, req, st);
         }
-        char ack = 0;
-        if (rank == 1)
-            MPI_Send(&ack, 1, MPI_BYTE, 0, 99, MPI_COMM_WORLD);
-        else
-            MPI_Recv(&ack, 1, MPI_BYTE, 1, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        window_ack(rank);
         t = MPI_Wtime() - t;
         if (r > 0) rate[r - 1] = (double)batches * msgs * bytes / t / 1e9;
     }
@@ -175,11 +180,7 @@ static double h2d_chunked_round(const H2dVariant *v, char *buf, char **slots, ch
             }
         }
     }
-    char ack = 0;
-    if (rank == 1)
-        MPI_Send(&ack, 1, MPI_BYTE, 0, 99, MPI_COMM_WORLD);
-    else
-        MPI_Recv(&ack, 1, MPI_BYTE, 1, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    window_ack(rank);
     t = MPI_Wtime() - t;
     *cuda_us = in_cuda / total;
     return (double)H2D_WINDOW * kH2dMessage / t / 1e9;
