@@ -133,8 +133,9 @@ public:
     std::unordered_map<std::uint64_t, SendOp *> senders;
     // Receivers in their data phase, by (sender rank, sender's transfer id), for ABORT.
     std::map<std::pair<int, std::uint64_t>, RecvOp *> receivers;
-    // Pipeline receives past their CTS, by sender world rank (MPIACC_PIPELINE_TRANSFERS).
-    std::unordered_map<int, int> pipelines_from;
+    // Chunks the pipeline receives past their CTS may have in flight, by sender world rank
+    // (RecvOp::admit_pipeline, MPIACC_PIPELINE_TRANSFERS).
+    std::unordered_map<int, long> pipeline_chunks_from;
     // Host buffers with an in-place receive pending (host records and RecvOps alike).
     InPlaceRanges in_place_ranges;
     // Nonblocking sends of small device data whose staging copy was still running when

@@ -308,7 +308,7 @@ private:
     int ipc_error_ = MPI_SUCCESS;  // the first pull that failed, to or in the driver
     std::string ipc_why_;
     bool registered_ = false;
-    bool admitted_ = false;  // counted in Context::pipelines_from
+    long admitted_share_ = 0;  // chunks counted in Context::pipeline_chunks_from (admit_pipeline)
     bool queued_ = false;    // waited for admission at least once
     bool draining_ = false;  // see drain()
     int shared_pid_ = 0;     // SHARED: the sender's process, whose segments the notices name

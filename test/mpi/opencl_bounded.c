@@ -1,15 +1,58 @@
 /* Bounded resources (DESIGN 2.7): 1,000 concurrent 1 MiB MPI_Isend from a cl_mem with a
- * 16 MiB staging pool complete without deadlock, and the pool never grows past it.
+ * 16 MiB staging pool complete without deadlock, and the pool never grows past it; a
+ * receiver admits a bounded number of pipeline transfers per sender.
  * MPIACC-TEST-RANKS: 2 */
 #include "opencl_util.h"
+
+/* Eight messages of n bytes from one cl_mem into host buffers, all eight envelopes at
+ * the receiver before its first completion call; `expect_queued`: whether some transfer
+ * must have waited for admission (protocol.pipeline.queued), or none may have. */
+static void admission_window(ocl_env *e, int tag, size_t n, int expect_queued) {
+    enum { W = 8 };
+    MPI_Datatype t = ocl_type(e);
+    cl_mem m = ocl_alloc(e, n);
+    unsigned char *h[W];
+    for (int i = 0; i < W; ++i) h[i] = p2p_alloc(n);
+    MPI_Request r[W];
+    if (mt_rank == 0) {
+        mt_fill(h[0], n, 9);
+        ocl_write(e, m, 0, h[0], n);
+        for (int i = 0; i < W; ++i) MPI_Isend(m, (int)n, t, 1, tag, MPI_COMM_WORLD, &r[i]);
+        MPI_Send(NULL, 0, MPI_BYTE, 1, tag + 1, MPI_COMM_WORLD);
+        MT_CHECK(MPI_Waitall(W, r, MPI_STATUSES_IGNORE) == MPI_SUCCESS, "sender waitall");
+    } else if (mt_rank == 1) {
+        const long long queued = mpiacc_counter_value("protocol.pipeline.queued");
+        for (int i = 0; i < W; ++i) MPI_Irecv(h[i], (int)n, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &r[i]);
+        /* All eight envelopes are here before the first completion call looks. */
+        int probe_flag = 0;
+        while (!probe_flag) MPI_Iprobe(0, tag + 1, MPI_COMM_WORLD, &probe_flag, MPI_STATUS_IGNORE);
+        MPI_Recv(NULL, 0, MPI_BYTE, 0, tag + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Status st[W];
+        MT_CHECK(MPI_Waitall(W, r, st) == MPI_SUCCESS, "receiver waitall");
+        for (int i = 0; i < W; ++i) {
+            P2P_CHECK_BYTES(h[i], n, 9, "message");
+            MT_CHECK(p2p_count(&st[i], MPI_BYTE) == (int)n, "message %d: %d bytes", i, p2p_count(&st[i], MPI_BYTE));
+        }
+        const long long waited = mpiacc_counter_value("protocol.pipeline.queued") - queued;
+        if (expect_queued)
+            MT_CHECK(waited > 0, "no transfer of %zu bytes waited for admission", n);
+        else
+            MT_CHECK(waited == 0, "%lld transfers of %zu bytes waited for admission", waited, n);
+    }
+    for (int i = 0; i < W; ++i) free(h[i]);
+    clReleaseMemObject(m);
+    MPI_Type_free(&t);
+}
 
 int main(int argc, char **argv) {
     /* Knobs are read at MPI_Init. */
     setenv("MPIACC_POOL_SIZE", "16M", 1);
     MT_INIT(&argc, &argv);
-    const char *name = "thousand_concurrent_1mib_isends_through_16mib_pool_complete";
-    ocl_env e = ocl_setup_or_skip(&name, 1);
-    MT_CASE(name) {
+    const char *names[] = {"thousand_concurrent_1mib_isends_through_16mib_pool_complete",
+                           "window_of_eight_two_chunk_pipeline_receives_queues_and_all_arrive",
+                           "window_of_eight_one_chunk_pipeline_receives_runs_at_once_and_all_arrive"};
+    ocl_env e = ocl_setup_or_skip(names, 3);
+    MT_CASE(names[0]) {
         enum { N = 1000 };
         const size_t n = 1 << 20;
         const int tag = 5000;
@@ -43,44 +86,11 @@ int main(int argc, char **argv) {
         clReleaseMemObject(m);
         MPI_Type_free(&t);
     }
-    MT_CASE("window_of_eight_pipeline_receives_runs_two_at_a_time_and_all_arrive") {
-        /* cl_mem -> host is a pipeline transfer; the receiver starts at most
-         * MPIACC_PIPELINE_TRANSFERS (2) per sender and queues the rest before their CTS. */
-        enum { W = 8 };
-        const size_t n = (1 << 20) + 3;
-        const int tag = 5100;
-        MPI_Datatype t = ocl_type(&e);
-        cl_mem m = ocl_alloc(&e, n);
-        unsigned char *h[W];
-        for (int i = 0; i < W; ++i) h[i] = p2p_alloc(n);
-        MPI_Request r[W];
-        if (mt_rank == 0) {
-            mt_fill(h[0], n, 9);
-            ocl_write(&e, m, 0, h[0], n);
-            for (int i = 0; i < W; ++i) MPI_Isend(m, (int)n, t, 1, tag, MPI_COMM_WORLD, &r[i]);
-            MPI_Send(NULL, 0, MPI_BYTE, 1, tag + 1, MPI_COMM_WORLD);
-            MT_CHECK(MPI_Waitall(W, r, MPI_STATUSES_IGNORE) == MPI_SUCCESS, "sender waitall");
-        } else if (mt_rank == 1) {
-            const long long queued = mpiacc_counter_value("protocol.pipeline.queued");
-            for (int i = 0; i < W; ++i) MPI_Irecv(h[i], (int)n, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &r[i]);
-            /* All eight envelopes are here before the first completion call looks. */
-            int probe_flag = 0;
-            while (!probe_flag) MPI_Iprobe(0, tag + 1, MPI_COMM_WORLD, &probe_flag, MPI_STATUS_IGNORE);
-            MPI_Recv(NULL, 0, MPI_BYTE, 0, tag + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            MPI_Status st[W];
-            MT_CHECK(MPI_Waitall(W, r, st) == MPI_SUCCESS, "receiver waitall");
-            for (int i = 0; i < W; ++i) {
-                P2P_CHECK_BYTES(h[i], n, 9, "message");
-                MT_CHECK(p2p_count(&st[i], MPI_BYTE) == (int)n, "message %d: %d bytes", i,
-                         p2p_count(&st[i], MPI_BYTE));
-            }
-            MT_CHECK(mpiacc_counter_value("protocol.pipeline.queued") > queued,
-                     "no transfer waited for admission (protocol.pipeline.queued stayed %lld)", queued);
-        }
-        for (int i = 0; i < W; ++i) free(h[i]);
-        clReleaseMemObject(m);
-        MPI_Type_free(&t);
-    }
+    /* cl_mem -> host is a pipeline transfer. The receiver admits per sender
+     * MPIACC_PIPELINE_TRANSFERS (2) transfers of several chunks, or 2 x MPIACC_PIPELINE_DEPTH
+     * (4) of one chunk; the rest wait before their CTS. */
+    MT_CASE(names[1]) admission_window(&e, 5100, (2 << 20) + 3, 1);
+    MT_CASE(names[2]) admission_window(&e, 5200, (1 << 20) + 3, 0);
     ocl_teardown(&e);
     return mt_finalize();
 }
