@@ -133,9 +133,14 @@ public:
     std::unordered_map<std::uint64_t, SendOp *> senders;
     // Receivers in their data phase, by (sender rank, sender's transfer id), for ABORT.
     std::map<std::pair<int, std::uint64_t>, RecvOp *> receivers;
-    // Chunks the pipeline receives past their CTS may have in flight, by sender world rank
-    // (RecvOp::admit_pipeline, MPIACC_PIPELINE_TRANSFERS).
-    std::unordered_map<int, long> pipeline_chunks_from;
+    // Pipeline admission by sender world rank (RecvOp::admit_pipeline,
+    // MPIACC_PIPELINE_TRANSFERS): the chunks that receives past their CTS may have in
+    // flight, and the receives of several chunks waiting to be admitted.
+    struct PipelineAdmission {
+        long chunks = 0;
+        int several_waiting = 0;
+    };
+    std::unordered_map<int, PipelineAdmission> pipeline_admission;
     // Host buffers with an in-place receive pending (host records and RecvOps alike).
     InPlaceRanges in_place_ranges;
     // Nonblocking sends of small device data whose staging copy was still running when

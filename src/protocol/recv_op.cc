@@ -616,27 +616,44 @@ void RecvOp::send_control(ControlType type, std::uint16_t mode_or_status) {
 // interleaved 128 chunk messages in MPICH at once (each progress round walked all of
 // them), and 4-16 MiB windows ran at 0.6 of two at a time with eight (IPC off, two H200s);
 // windows of single-chunk transfers, two at a time, ran 20-60% slower at 64 KiB-1 MiB
-// than eight at a time.
+// than eight at a time. A single chunk does not pass a waiting transfer of several: a
+// steady run of small receives would otherwise keep the larger one from its CTS.
 bool RecvOp::admit_pipeline() {
     if (admitted_share_ != 0) return true;
     Context &ctx = context();
     const long per_transfer = std::max<long>(2, ctx.knobs.pipeline_depth);
-    const long share = nchunks_ > 1 ? per_transfer : 1;
-    long &running = ctx.pipeline_chunks_from[peer_];
-    if (ctx.knobs.pipeline_transfers > 0 && running + share > ctx.knobs.pipeline_transfers * per_transfer) {
+    const bool several = nchunks_ > 1;
+    const long share = several ? per_transfer : 1;
+    Context::PipelineAdmission &from = ctx.pipeline_admission[peer_];
+    const bool bounded = ctx.knobs.pipeline_transfers > 0;
+    if (bounded &&
+        (from.chunks + share > ctx.knobs.pipeline_transfers * per_transfer || (!several && from.several_waiting > 0))) {
         if (!queued_) MPIACC_COUNT("protocol.pipeline.queued");
         queued_ = true;
+        if (several && !waiting_counted_) {
+            ++from.several_waiting;
+            waiting_counted_ = true;
+        }
         return false;
     }
-    running += share;
+    if (waiting_counted_) {
+        --from.several_waiting;
+        waiting_counted_ = false;
+    }
+    from.chunks += share;
     admitted_share_ = share;
     return true;
 }
 
+// Every way out of a receive (done, failed, drained, destroyed) comes here once it has
+// its envelope: what it took from, or asked of, the admission budget is given back.
 void RecvOp::leave_pipeline() {
-    if (admitted_share_ == 0) return;
-    context().pipeline_chunks_from[peer_] -= admitted_share_;
+    if (admitted_share_ == 0 && !waiting_counted_) return;
+    Context::PipelineAdmission &from = context().pipeline_admission[peer_];
+    from.chunks -= admitted_share_;
+    if (waiting_counted_) --from.several_waiting;
     admitted_share_ = 0;
+    waiting_counted_ = false;
 }
 
 void RecvOp::pipeline_step() {

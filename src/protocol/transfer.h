@@ -308,7 +308,8 @@ private:
     int ipc_error_ = MPI_SUCCESS;  // the first pull that failed, to or in the driver
     std::string ipc_why_;
     bool registered_ = false;
-    long admitted_share_ = 0;  // chunks counted in Context::pipeline_chunks_from (admit_pipeline)
+    long admitted_share_ = 0;       // chunks counted in Context::pipeline_admission (admit_pipeline)
+    bool waiting_counted_ = false;  // counted there as a receive of several chunks waiting
     bool queued_ = false;    // waited for admission at least once
     bool draining_ = false;  // see drain()
     int shared_pid_ = 0;     // SHARED: the sender's process, whose segments the notices name

@@ -44,14 +44,82 @@ static void admission_window(ocl_env *e, int tag, size_t n, int expect_queued) {
     MPI_Type_free(&t);
 }
 
+/* Five one-chunk sends wait for a user event, so their receives stay admitted (5 of the
+ * default budget of 8 chunks); a two-chunk receive (a share of 4) then waits, and a
+ * one-chunk receive posted once it waits must wait behind it rather than take the 6th
+ * chunk, until the event is set. The held sends come from a second context, so that
+ * their copies, queued behind the event on MPI-ACC's queue for that context, hold up
+ * nothing of the other two sends on the sender. */
+static void single_does_not_pass_waiting_several(ocl_env *e, int tag) {
+    enum { HELD = 5 };
+    const size_t one = (1 << 20) + 3, two = (2 << 20) + 3;
+    MPI_Datatype t = ocl_type(e);
+    unsigned char *h[HELD + 2];
+    for (int i = 0; i < HELD + 2; ++i) h[i] = p2p_alloc(two);
+    MPI_Request r[HELD + 2];
+    if (mt_rank == 0) {
+        ocl_env other = ocl_setup();
+        MT_CHECK(other.ok, "no second OpenCL context");
+        cl_mem m = ocl_alloc(e, two), held = ocl_alloc(&other, one);
+        mt_fill(h[0], two, 11);
+        ocl_write(e, m, 0, h[0], two);
+        ocl_write(&other, held, 0, h[0], one);
+        cl_int err;
+        cl_event gate = clCreateUserEvent(other.context, &err);
+        MPI_Datatype gated = ocl_type(&other);
+        MPI_Type_set_attr(gated, MPIX_ACC_EVENT, (void *)gate);
+        for (int i = 0; i < HELD; ++i) MPI_Isend(held, (int)one, gated, 1, tag, MPI_COMM_WORLD, &r[i]);
+        MPI_Isend(m, (int)two, t, 1, tag + 1, MPI_COMM_WORLD, &r[HELD]);
+        MPI_Isend(m, (int)one, t, 1, tag + 2, MPI_COMM_WORLD, &r[HELD + 1]);
+        char go;
+        MPI_Recv(&go, 1, MPI_CHAR, 1, tag + 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        clSetUserEventStatus(gate, CL_COMPLETE);
+        MT_CHECK(MPI_Waitall(HELD + 2, r, MPI_STATUSES_IGNORE) == MPI_SUCCESS, "sender waitall");
+        MPI_Type_free(&gated);
+        clReleaseEvent(gate);
+        clReleaseMemObject(held);
+        clReleaseMemObject(m);
+        ocl_teardown(&other);
+    } else if (mt_rank == 1) {
+        /* Each receive is posted once the ones before it have surely had their envelopes
+         * and taken (or waited for) admission: progress for a while in between. */
+        int flag = 0;
+        for (int i = 0; i < HELD; ++i) MPI_Irecv(h[i], (int)one, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &r[i]);
+        for (double t0 = MPI_Wtime(); MPI_Wtime() - t0 < 0.2;) MPI_Test(&r[0], &flag, MPI_STATUS_IGNORE);
+        MT_CHECK(!flag, "a held receive completed before the event was set");
+        MPI_Irecv(h[HELD], (int)two, MPI_BYTE, 0, tag + 1, MPI_COMM_WORLD, &r[HELD]);
+        for (double t0 = MPI_Wtime(); MPI_Wtime() - t0 < 0.2;) MPI_Test(&r[HELD], &flag, MPI_STATUS_IGNORE);
+        MT_CHECK(!flag, "the two-chunk receive completed with five admitted receives held by the event");
+        MPI_Irecv(h[HELD + 1], (int)one, MPI_BYTE, 0, tag + 2, MPI_COMM_WORLD, &r[HELD + 1]);
+        /* A second is ample for the unheld one-chunk transfer to finish if it is admitted. */
+        int passed = 0;
+        for (double t0 = MPI_Wtime(); !passed && MPI_Wtime() - t0 < 1.0;)
+            MPI_Test(&r[HELD + 1], &passed, MPI_STATUS_IGNORE);
+        MT_CHECK(!passed, "a one-chunk receive passed the waiting two-chunk one");
+        char go = 1;
+        MPI_Send(&go, 1, MPI_CHAR, 0, tag + 3, MPI_COMM_WORLD);
+        MPI_Status st[HELD + 2];
+        MT_CHECK(MPI_Waitall(HELD + 2, r, st) == MPI_SUCCESS, "receiver waitall");
+        for (int i = 0; i < HELD + 2; ++i) {
+            const size_t n = i == HELD ? two : one;
+            P2P_CHECK_BYTES(h[i], n, 11, "message");
+            if (i == HELD + 1 && passed) continue; /* its status went to MPI_Test */
+            MT_CHECK(p2p_count(&st[i], MPI_BYTE) == (int)n, "message %d: %d bytes", i, p2p_count(&st[i], MPI_BYTE));
+        }
+    }
+    for (int i = 0; i < HELD + 2; ++i) free(h[i]);
+    MPI_Type_free(&t);
+}
+
 int main(int argc, char **argv) {
     /* Knobs are read at MPI_Init. */
     setenv("MPIACC_POOL_SIZE", "16M", 1);
     MT_INIT(&argc, &argv);
     const char *names[] = {"thousand_concurrent_1mib_isends_through_16mib_pool_complete",
                            "window_of_eight_two_chunk_pipeline_receives_queues_and_all_arrive",
-                           "window_of_eight_one_chunk_pipeline_receives_runs_at_once_and_all_arrive"};
-    ocl_env e = ocl_setup_or_skip(names, 3);
+                           "window_of_eight_one_chunk_pipeline_receives_runs_at_once_and_all_arrive",
+                           "one_chunk_receive_waits_behind_a_waiting_two_chunk_one"};
+    ocl_env e = ocl_setup_or_skip(names, 4);
     MT_CASE(names[0]) {
         enum { N = 1000 };
         const size_t n = 1 << 20;
@@ -91,6 +159,7 @@ int main(int argc, char **argv) {
      * (4) of one chunk; the rest wait before their CTS. */
     MT_CASE(names[1]) admission_window(&e, 5100, (2 << 20) + 3, 1);
     MT_CASE(names[2]) admission_window(&e, 5200, (1 << 20) + 3, 0);
+    MT_CASE(names[3]) single_does_not_pass_waiting_several(&e, 5300);
     ocl_teardown(&e);
     return mt_finalize();
 }
