@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# maint/diag/lib-ab.sh: this build of libmpiacc against an older one, in interleaved
+# rounds on one machine. The GPU machines differ by more from one call to the next than
+# most changes move a benchmark, so a change is judged against its parent in the same call.
+#
+# On the development machine, make the older tree's make-dist tarball:
+#   bash maint/diag/lib-ab.sh --tarball REV      (writes .device/old.tar.gz)
+# Then on the GPU machine, through maint/gpu-check (which builds this tree first and
+# exports MPIEXEC, MPICC and MPICXX):
+#   AB_COMMAND='$MPIEXEC -n 2 $AB_ENV bench/pt2pt --rounds 1 --sizes 1M --label $AB_LABEL --csv /dev/stdout' \
+#     GPU_CHECK_SCRIPT=maint/diag/lib-ab.sh bash maint/gpu-check
+# The old tree is built beside this one and its libmpiacc.so preloaded: AB_COMMAND runs
+# once per build and round, new first, with $AB_ENV set to `env` or `env LD_PRELOAD=…`
+# (put it after the launcher, so that only the ranks load the old library) and $AB_LABEL
+# to new-ROUND or old-ROUND. AB_ROUNDS (default 3); AB_OLD_TARBALL (default
+# .device/old.tar.gz).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+
+if [ "${1:-}" = --tarball ]; then
+  rev=${2:?--tarball REV}
+  scratch=$(mktemp -d /tmp/mpiacc-ab.XXXXXX)
+  git -C "$root" worktree add -q --detach "$scratch/tree" "$rev" || exit 1
+  if (cd "$scratch/tree" && ./autogen.sh && ./configure && make dist) >"$scratch/dist.log" 2>&1; then
+    mkdir -p "$root/.device" && cp "$scratch/tree"/mpiacc-*.tar.gz "$root/.device/old.tar.gz"
+    echo "lib-ab: .device/old.tar.gz is $(git -C "$root" rev-parse --short "$rev")'s make dist"
+    rc=0
+  else
+    tail -n 20 "$scratch/dist.log"
+    rc=1
+  fi
+  git -C "$root" worktree remove --force "$scratch/tree"
+  rm -rf "$scratch"
+  exit $rc
+fi
+
+out=${1:?OUTDIR, or --tarball REV}
+: "${AB_COMMAND:?AB_COMMAND: the command line to compare (see the top of this file)}"
+source "$(dirname "$0")/diag-log.sh"
+diag_log lib-ab "AB_COMMAND=$AB_COMMAND"
+tarball=${AB_OLD_TARBALL:-$root/.device/old.tar.gz}
+old=/tmp/mpiacc-ab-old
+rm -rf "$old" && mkdir -p "$old" && tar -xzf "$tarball" -C "$old" || exit 1
+src=$(echo "$old"/mpiacc-*/)
+if ! (cd "$src" && ./configure --enable-cuda --enable-opencl MPICC="$MPICC" MPICXX="$MPICXX" MPIEXEC="$MPIEXEC" &&
+  make -j"$(nproc)") >"$old/build.log" 2>&1; then
+  tail -n 20 "$old/build.log"
+  exit 1
+fi
+lib=$(ls "$src".libs/libmpiacc.so.*.*.* | head -n 1)
+echo "== old: $lib"
+for r in $(seq 1 "${AB_ROUNDS:-3}"); do
+  for build in new old; do
+    AB_LABEL=$build-$r
+    AB_ENV=env
+    [ $build = old ] && AB_ENV="env LD_PRELOAD=$lib"
+    echo "== $AB_LABEL"
+    eval "timeout ${AB_TIMEOUT:-120} $AB_COMMAND"
+  done
+done
+echo "== done $(date -u +%FT%TZ)"
