@@ -1,4 +1,5 @@
 # Sourced by maint/diag's scripts after they set `out` (the OUTDIR they were given).
+# Sets `diag`, this folder (p2p-timeline.py and the other tools lie here).
 diag=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # diag_log NAME [WHAT]: from here on the script's output also goes to $out/NAME.txt,

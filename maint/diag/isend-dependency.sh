@@ -9,14 +9,13 @@
 # Run through maint/gpu-check: GPU_CHECK_SCRIPT=maint/diag/isend-dependency.sh.
 set -uo pipefail
 out=${1:?OUTDIR}
-root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$(dirname "$0")/diag-log.sh"
 diag_log isend-dependency
 timeline_shim || exit 1
 rm -rf /tmp/tl-isend && mkdir -p /tmp/tl-isend
 TIMELINE_TOPS=MPI_Isend TIMELINE_SKIP=0 TIMELINE_CALLS=100000 TIMELINE_DIR=/tmp/tl-isend timeout 120 \
   $MPIEXEC -n 2 env LD_PRELOAD=/tmp/p2p-timeline.so test/gpu/cuda_stream 2>&1 | grep -E '^(not )?ok|pending|^#.*us'
-python3 - "$root/maint/diag/p2p-timeline.py" /tmp/tl-isend/timeline.0.tsv <<'PY'
+python3 - "$diag/p2p-timeline.py" /tmp/tl-isend/timeline.0.tsv <<'PY'
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("tl", sys.argv[1])
 tl = importlib.util.module_from_spec(spec); spec.loader.exec_module(tl)

@@ -10,7 +10,6 @@
 # WINDOW_SIZES (default "4096 65536"), WINDOW_DIRS (default "D->D D->H").
 set -uo pipefail
 out=${1:?OUTDIR}
-root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$(dirname "$0")/diag-log.sh"
 diag_log window-breakdown
 timeline_shim || exit 1
@@ -27,7 +26,7 @@ for size in ${WINDOW_SIZES:-4096 65536}; do
         --csv /dev/stdout 2>&1 | grep -v '^#' | grep -v '^config,'
       python3 -c "
 import importlib.util, sys
-spec = importlib.util.spec_from_file_location('tl', '$root/maint/diag/p2p-timeline.py')
+spec = importlib.util.spec_from_file_location('tl', '$diag/p2p-timeline.py')
 tl = importlib.util.module_from_spec(spec); spec.loader.exec_module(tl)
 for rank in (0, 1):
     tl.breakdown(rank, tl.load('/tmp/tl/timeline.%d.tsv' % rank))
