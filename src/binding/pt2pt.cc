@@ -4,6 +4,7 @@
 
 #include "binding/binding.h"
 #include "core/counters.h"
+#include "core/probe.h"
 #include "pool/pinned_pool.h"
 
 using namespace mpiacc;
@@ -79,6 +80,7 @@ namespace {
 
 int finish_blocking_op(Op *op, MPI_Status *status) {
     int rc = run_to_completion(op);
+    MPIACC_PROBE("op.complete");
     if (status != MPI_STATUS_IGNORE) {
         int keep = status->MPI_ERROR;
         *status = op->status;
@@ -208,6 +210,7 @@ int post_staged_later(MessageBuffer &&mb, StagingBuffer &&staging, int dest, int
 
 int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, SendMode mode,
                 const char *call, MPI_Request *request) {
+    MPIACC_PROBE("send.entry");
     Context &ctx = context();
     if (!ctx.initialized || dest == MPI_PROC_NULL) return pmpi_send(buf, count, type, dest, tag, comm, mode, request);
     HostPayloadRoute route(comm, dest);
@@ -220,6 +223,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     std::string why;
     int rc = classify_buffer(buf, type, &attrs, &why);
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
+    MPIACC_PROBE("send.classified");
     if (attrs.kind == BufKind::HOST) {
         // Only a small nonblocking device send may queue behind the payloads still being
         // staged (below); every other send waits until those before it are in MPICH.
@@ -238,6 +242,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     MessageBuffer mb;
     rc = make_message_buffer(const_cast<void *>(buf), count, type, attrs, &mb, &why);
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
+    MPIACC_PROBE("send.captured");
     if (mb.kind == BufKind::HOST && route.eager(static_cast<long long>(mb.bytes)))
         return pmpi_send(buf, count, type, dest, tag, comm, mode, request);
 
@@ -357,6 +362,7 @@ inline bool plain_host_irecv(const Context &ctx, const void *buf, int count, MPI
 
 int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, const char *call,
                 MPI_Status *status, MPI_Request *request) {
+    MPIACC_PROBE("recv.entry");
     Context &ctx = context();
     if (!ctx.initialized || source == MPI_PROC_NULL) {
         if (request) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
@@ -379,6 +385,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
         int rc = classify_buffer(buf, type, &attrs, &why);
         if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
     }
+    MPIACC_PROBE("recv.classified");
     const long long n = packed_bytes(count, type);
     if (attrs.kind == BufKind::HOST && (n < 0 || count < 0)) {
         // Invalid arguments are MPICH's to report.
@@ -443,11 +450,13 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     attrs.within_call = request == nullptr;
     int rc = make_message_buffer(buf, count, type, attrs, &mb, &why);
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
+    MPIACC_PROBE("recv.captured");
     std::unique_ptr<RecvOp> op;
     {
         StateLock lock;
         rc = RecvOp::post(std::move(mb), source, tag, comm, call, RecvOp::Posting::BOUNCE, &op, nullptr);
     }
+    MPIACC_PROBE("recv.posted");
     if (rc != MPI_SUCCESS) {
         PMPI_Comm_call_errhandler(comm, rc);
         return rc;
@@ -591,7 +600,13 @@ int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, M
     const Context &ctx = context();
     if (!ctx.cuda_autodetect_active && plain_host_send(ctx, buf, count, type) && !transfers_in_flight())
         return PMPI_Send(buf, count, type, dest, tag, comm);
+#ifdef MPIACC_PROBES
+    int rc = send_checked(buf, count, type, dest, tag, comm);
+    MPIACC_PROBE("send.return");
+    return rc;
+#else
     return send_checked(buf, count, type, dest, tag, comm);
+#endif
 }
 int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
     return send_common(buf, count, type, dest, tag, comm, SendMode::BUFFERED, "MPI_Bsend", nullptr);
@@ -621,7 +636,13 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
     const Context &ctx = context();
     if (!ctx.cuda_autodetect_active && plain_host_irecv(ctx, buf, count, type, source) && !transfers_in_flight())
         return plain_recv(buf, count, type, source, tag, comm, status);
+#ifdef MPIACC_PROBES
+    int rc = recv_checked(buf, count, type, source, tag, comm, status);
+    MPIACC_PROBE("recv.return");
+    return rc;
+#else
     return recv_checked(buf, count, type, source, tag, comm, status);
+#endif
 }
 int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request *req) {
     // Checked here too: recv_common's frame (bounce buffers on the stack) costs more than

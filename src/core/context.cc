@@ -9,6 +9,7 @@
 #include "accel/accel.h"
 #include "core/buffer_desc.h"
 #include "core/chunk_trace.h"
+#include "core/probe.h"
 #include "core/progress.h"
 #include "mpiacc.h"
 #include "pool/host_staging.h"
@@ -152,6 +153,9 @@ void finalize_context() {
     }
     StateLock lock;
     if (ctx.knobs.verbose >= 3) print_chunk_trace();
+#ifdef MPIACC_PROBES
+    write_probes(ctx.world_rank);
+#endif
     ctx.user_ops.clear();
     ctx.host_staging.reset();  // no send is left to read it, and receivers finished with each chunk
     release_all_host_recvs();

@@ -6,6 +6,7 @@
 #include "core/context.h"
 #include "core/counters.h"
 #include "core/error.h"
+#include "core/probe.h"
 #include "core/progress.h"
 #include "netmod/netmod.h"
 #include "pool/pinned_pool.h"
@@ -203,6 +204,7 @@ void RecvOp::progress() {
             rc = PMPI_Test(&matching_request_, &flag, &st);
         }
         if (!flag) return;
+        MPIACC_PROBE("recv.matched");
         if (rc != MPI_SUCCESS) st.MPI_ERROR = rc;
         matched_from(st);
         matched_now = true;
@@ -265,7 +267,9 @@ bool RecvOp::wait_for_device() {
     } else if (state_ == State::PAYLOAD_STAGE && !chunks_.empty() && chunks_.front().copy) {
         chunks_.front().copy->wait_bounded();
     } else if (state_ == State::IPC_PULL && !ipc_copies_.empty()) {
+        MPIACC_PROBE("recv.pull_wait");
         for (auto &c : ipc_copies_) c->wait_bounded();
+        MPIACC_PROBE("recv.pull_waited");
     } else if (state_ == State::IPC_PULL && !chunks_.empty()) {
         chunks_.front().copy->wait_bounded();
     } else {
@@ -474,7 +478,9 @@ void RecvOp::on_envelope(const Envelope &env) {
     if (mode_ == TransferMode::IPC) {
         MPIACC_COUNT("protocol.recv.ipc");
         std::string why;
+        MPIACC_PROBE("recv.import");
         int rc = cuda->ipc_import(env.ipc, bytes_, &ipc_source_, &why);
+        MPIACC_PROBE("recv.imported");
         if (rc != MPI_SUCCESS) {
             // Nothing was pulled: the sender still needs a reply, so fall back to the
             // pipeline rather than strand it.
@@ -896,7 +902,9 @@ void RecvOp::ipc_step() {
                    : MPI_SUCCESS,
                false);
     error = status.MPI_ERROR;
+    MPIACC_PROBE("recv.fin");
     send_control(ControlType::FIN, 0);
+    MPIACC_PROBE("recv.fin_posted");
     state_ = State::FIN;
     // Released after the FIN, which the sender waits on: the copies have ended.
     ipc_copies_.clear();

@@ -7,6 +7,7 @@
 #include "core/context.h"
 #include "core/counters.h"
 #include "core/error.h"
+#include "core/probe.h"
 #include "core/progress.h"
 #include "netmod/netmod.h"
 #include "pool/pinned_pool.h"
@@ -52,6 +53,7 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
         e.shared.pid_namespace = ctx.pid_namespace;
     }
 
+    MPIACC_PROBE("send.envelope");
     int rc;
     switch (mode) {
         case SendMode::BUFFERED:
@@ -67,6 +69,7 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
             break;
     }
     if (rc != MPI_SUCCESS) return rc;
+    MPIACC_PROBE("send.envelope_posted");
     ctx.senders[op->id_] = op.get();
     op->registered_ = true;
     if (ctx.knobs.verbose >= 1)
@@ -91,6 +94,7 @@ void SendOp::on_control(const ControlMessage &msg) {
             if (c.index == msg.bytes) c.awaiting_ack = false;
         return;
     }
+    MPIACC_PROBE("send.reply");
     reply_ = msg;
     have_reply_ = true;
 }

@@ -21,6 +21,7 @@
 #include "core/context.h"
 #include "core/counters.h"
 #include "core/error.h"
+#include "core/probe.h"
 #include "pool/pinned_pool.h"
 #include "pool/shared_memory.h"
 
@@ -775,7 +776,9 @@ private:
             if (e == cudaSuccess) MPIACC_COUNT("cuda.copy.kernel");
         } else if (e == cudaSuccess) {
             step = "cudaMemcpyAsync";
+            MPIACC_PROBE("copy.enqueue");
             e = quiet(cudaMemcpyAsync(dst_, src_, len_, cudaMemcpyDefault, stream_));
+            MPIACC_PROBE("copy.enqueued");
             // Without CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER the write is preceded by a
             // system-wide fence, so the copy's bytes are visible once the word is (read
             // with acquire). Where the write cannot be enqueued the event alone tells.
@@ -790,6 +793,7 @@ private:
         if (e == cudaSuccess && done_) {
             step = "cudaEventRecord";
             e = quiet(cudaEventRecord(done_->get(), stream_));
+            MPIACC_PROBE("copy.recorded");
         }
         // Numbered only once on the stream: a failed enqueue leaves no gap behind.
         if (e == cudaSuccess) {

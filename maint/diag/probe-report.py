@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""How long each step between two probe points took, from the files a probe build of
+libmpiacc wrote (src/core/probe.h; maint/diag/probe-timeline.sh runs one).
+
+    maint/diag/probe-report.py DIR [--skip N] [--min-share F]
+
+DIR holds probes.RANK.tsv. The records of all ranks are merged in time order (one host's
+CLOCK_MONOTONIC), and each pair of consecutive records is one step, named "RANK:from ->
+RANK:to"; a step is printed with how often it occurred and its median, 10th and 90th
+percentile in us, in the order the steps first occurred. --skip drops each rank's first N
+records (warm-up); --min-share hides steps seen less often than that share of the
+commonest one (default 0.2). In a ping-pong, one message's critical path is the chain of
+steps from the sender's send.entry to the receiver's recv.return."""
+import argparse
+import collections
+import glob
+import os
+import statistics
+
+
+def load(path, skip):
+    recs = []
+    rank = int(os.path.basename(path).split('.')[1])
+    for line in open(path):
+        if line.startswith('#'):
+            continue
+        ns, name = line.rstrip('\n').split('\t')
+        recs.append((int(ns), rank, name))
+    return recs[skip:]
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('dir')
+    ap.add_argument('--skip', type=int, default=0)
+    ap.add_argument('--min-share', type=float, default=0.2)
+    a = ap.parse_args()
+    recs = []
+    for p in sorted(glob.glob(os.path.join(a.dir, 'probes.*.tsv'))):
+        recs += load(p, a.skip)
+    recs.sort()
+    steps = collections.OrderedDict()
+    for (t0, r0, n0), (t1, r1, n1) in zip(recs, recs[1:]):
+        steps.setdefault('%d:%s -> %d:%s' % (r0, n0, r1, n1), []).append((t1 - t0) / 1000.0)
+    if not steps:
+        print('probe-report: no records in', a.dir)
+        return
+    most = max(len(v) for v in steps.values())
+    print('%-62s %7s %8s %8s %8s' % ('step', 'count', 'median', 'p10', 'p90'))
+    for name, dts in steps.items():
+        if len(dts) < a.min_share * most:
+            continue
+        print('%-62s %7d %8.2f %8.2f %8.2f' % (name, len(dts), statistics.median(dts), pct(dts, 0.1), pct(dts, 0.9)))
+
+
+if __name__ == '__main__':
+    main()
