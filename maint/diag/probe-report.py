@@ -7,7 +7,8 @@ libmpiacc wrote (src/core/probe.h; maint/diag/probe-timeline.sh runs one).
 DIR holds probes.RANK.tsv. The records of all ranks are merged in time order (one host's
 CLOCK_MONOTONIC), and each pair of consecutive records is one step, named "RANK:from ->
 RANK:to"; a step is printed with how often it occurred and its median, 10th and 90th
-percentile in us, in the order the steps first occurred. --skip drops each rank's first N
+percentile in us, in the order the steps first occurred. Each rank's records alone follow
+(the steps of one rank, whatever the other did meanwhile). --skip drops each rank's first N
 records (warm-up); --min-share hides steps seen less often than that share of the
 commonest one (default 0.2). In a ping-pong, one message's critical path is the chain of
 steps from the sender's send.entry to the receiver's recv.return."""
@@ -43,17 +44,26 @@ def main():
     recs = []
     for p in sorted(glob.glob(os.path.join(a.dir, 'probes.*.tsv'))):
         recs += load(p, a.skip)
-    recs.sort()
-    steps = collections.OrderedDict()
-    for (t0, r0, n0), (t1, r1, n1) in zip(recs, recs[1:]):
-        steps.setdefault('%d:%s -> %d:%s' % (r0, n0, r1, n1), []).append((t1 - t0) / 1000.0)
-    if not steps:
+    if not recs:
         print('probe-report: no records in', a.dir)
         return
+    recs.sort()
+    print('-- both ranks merged')
+    report(zip(recs, recs[1:]), a.min_share)
+    for rank in sorted({r for _, r, _ in recs}):
+        mine = [x for x in recs if x[1] == rank]
+        print('-- rank %d alone' % rank)
+        report(zip(mine, mine[1:]), a.min_share)
+
+
+def report(pairs, min_share):
+    steps = collections.OrderedDict()
+    for (t0, r0, n0), (t1, r1, n1) in pairs:
+        steps.setdefault('%d:%s -> %d:%s' % (r0, n0, r1, n1), []).append((t1 - t0) / 1000.0)
     most = max(len(v) for v in steps.values())
     print('%-62s %7s %8s %8s %8s' % ('step', 'count', 'median', 'p10', 'p90'))
     for name, dts in steps.items():
-        if len(dts) < a.min_share * most:
+        if len(dts) < min_share * most:
             continue
         print('%-62s %7d %8.2f %8.2f %8.2f' % (name, len(dts), statistics.median(dts), pct(dts, 0.1), pct(dts, 0.9)))
 

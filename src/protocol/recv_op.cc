@@ -909,6 +909,7 @@ void RecvOp::ipc_step() {
     // Released after the FIN, which the sender waits on: the copies have ended.
     ipc_copies_.clear();
     ipc_source_.reset();
+    MPIACC_PROBE("recv.released");
 }
 
 void RecvOp::finish_data() {

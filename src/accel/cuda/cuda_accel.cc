@@ -1512,7 +1512,10 @@ int CudaAccel::State::capture(void *addr, std::size_t bytes, const BufferAttrs &
 
     PointerInfo info, stale;
     std::string query_why;
-    if (!cache.resolve(addr, &info, &stale, &query_why)) {
+    MPIACC_PROBE("capture.resolve");
+    const bool resolved = cache.resolve(addr, &info, &stale, &query_why);
+    MPIACC_PROBE("capture.resolved");
+    if (!resolved) {
         *why = format("buf %p: the CUDA driver could not classify the pointer: %s", addr, query_why.c_str());
         return MPI_ERR_BUFFER;
     }
