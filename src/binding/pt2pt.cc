@@ -78,7 +78,9 @@ int copy_outgoing_data(void *buf, int count, MPI_Datatype type, const char *call
 
 namespace {
 
-int finish_blocking_op(Op *op, MPI_Status *status) {
+// The op is destroyed later (retire_later).
+int finish_blocking_op(std::unique_ptr<Op> owned, MPI_Status *status) {
+    Op *op = owned.get();
     int rc = run_to_completion(op);
     MPIACC_PROBE("op.complete");
     if (status != MPI_STATUS_IGNORE) {
@@ -87,6 +89,7 @@ int finish_blocking_op(Op *op, MPI_Status *status) {
         status->MPI_ERROR = rc != MPI_SUCCESS ? rc : keep;
     }
     if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(op->comm, rc);
+    retire_later(std::move(owned));
     return rc;
 }
 
@@ -104,7 +107,7 @@ int deliver_from_bounce(const char *bounce, MPI_Status st, void *buf, int count,
             StateLock lock;
             RecvOp::from_matched(std::move(mb), bounce, len, st, comm, call, &op, true);
         }
-        return finish_blocking_op(op.get(), status);
+        return finish_blocking_op(std::move(op), status);
     }
     std::size_t take = std::min(len, static_cast<std::size_t>(n));
     if (take > 0) {
@@ -140,7 +143,7 @@ int finish_in_place_receive(void *buf, int count, MPI_Datatype type, const InPla
             StateLock lock;
             RecvOp::from_completed_user_receive(std::move(mb), head, st, comm, call, &op);
         }
-        return finish_blocking_op(op.get(), status);
+        return finish_blocking_op(std::move(op), status);
     }
     if (status != MPI_STATUS_IGNORE) *status = st;
     return MPI_SUCCESS;
@@ -158,7 +161,12 @@ int run_to_completion(Op *op) {
             op->progress();
             // After a wait in the driver the op goes on at once (a pull's FIN, which its
             // sender waits on), not after another round of polling.
-            if (!op->complete && context().pending.get() == 1 && op->wait_for_device()) op->progress();
+            if (!op->complete) {
+                // Not done this round, so the call waits anyway: the ops earlier blocking
+                // calls retired are destroyed now, off the critical path.
+                if (!context().retired_ops.empty()) destroy_retired_ops();
+                if (context().pending.get() == 1 && op->wait_for_device()) op->progress();
+            }
         }
     }
     settle_pending(op);
@@ -348,7 +356,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
         if (request) *request = completed_request();
         return MPI_SUCCESS;
     }
-    if (!request) return finish_blocking_op(op.get(), MPI_STATUS_IGNORE);
+    if (!request) return finish_blocking_op(std::move(op), MPI_STATUS_IGNORE);
     *request = register_user_op(std::move(op), Op::Handle::GREQUEST, MPI_REQUEST_NULL);
     return MPI_SUCCESS;
 }
@@ -461,7 +469,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
         PMPI_Comm_call_errhandler(comm, rc);
         return rc;
     }
-    if (!request) return finish_blocking_op(op.get(), status);
+    if (!request) return finish_blocking_op(std::move(op), status);
     *request = register_user_op(std::move(op), Op::Handle::GREQUEST, MPI_REQUEST_NULL);
     return MPI_SUCCESS;
 }
@@ -503,7 +511,7 @@ int recv_stashed(void *buf, int count, MPI_Datatype type, std::unique_ptr<Stashe
         RecvOp::from_matched(std::move(mb), &stashed->envelope, kEnvelopeBytes, stashed->status, comm, call, &op,
                              request == nullptr);
     }
-    if (!request) return finish_blocking_op(op.get(), status);
+    if (!request) return finish_blocking_op(std::move(op), status);
     *request = register_user_op(std::move(op), Op::Handle::GREQUEST, MPI_REQUEST_NULL);
     return MPI_SUCCESS;
 }

@@ -156,6 +156,7 @@ void finalize_context() {
 #ifdef MPIACC_PROBES
     write_probes(ctx.world_rank);
 #endif
+    ctx.retired_ops.clear();
     ctx.user_ops.clear();
     ctx.host_staging.reset();  // no send is left to read it, and receivers finished with each chunk
     release_all_host_recvs();

@@ -126,6 +126,9 @@ public:
     std::unordered_map<MPI_Request, std::unique_ptr<Op>> user_ops;
     // Operations nobody waits for: freed by the user while active, or internal.
     std::vector<std::unique_ptr<Op>> detached_ops;
+    // Completed operations of blocking calls, destroyed later (core/progress.h:
+    // retire_later).
+    std::vector<std::unique_ptr<Op>> retired_ops;
     // Incomplete operations (user and detached ops, and posted host receives). While
     // zero, blocking calls go straight to PMPI (DESIGN 2.6).
     PendingCount pending;

@@ -33,6 +33,10 @@ public:
     // and says whether there was one. Called by a blocking call when this op is the only
     // one in flight.
     virtual bool wait_for_device() { return false; }
+    // A completed op about to be kept a while before it is destroyed (retire_later) gives
+    // back at once what the next operation would otherwise allocate again: bounce
+    // buffers, staging slots.
+    virtual void release_pooled() {}
 
     bool complete = false;
     MPI_Status status{};      // final source, tag, count (bytes), error

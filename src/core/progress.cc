@@ -39,6 +39,26 @@ void settle_pending(Op *op) {
     note_completion(op);
 }
 
+namespace {
+// Enough that a program making only blocking calls never gets here (each of its waits
+// empties the list), few enough that one of nonblocking calls holds little.
+constexpr std::size_t kMaxRetiredOps = 16;
+}  // namespace
+
+void retire_later(std::unique_ptr<Op> op) {
+    Context &ctx = context();
+    StateLock lock;
+    op->release_pooled();
+    if (ctx.retired_ops.size() >= kMaxRetiredOps) ctx.retired_ops.clear();
+    ctx.retired_ops.push_back(std::move(op));
+}
+
+void destroy_retired_ops() {
+    Context &ctx = context();
+    StateLock lock;
+    ctx.retired_ops.clear();
+}
+
 void progress_poke(bool skip_host_recvs) {
     Context &ctx = context();
     StateLock lock;

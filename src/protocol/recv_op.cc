@@ -111,8 +111,7 @@ int RecvOp::from_host_receive(MessageBuffer &&dest, const void *envelope, const 
 RecvOp::~RecvOp() {
     Context &ctx = context();
     ctx.in_place_ranges.remove(in_place_range_);
-    if (registered_) ctx.receivers.erase({peer_, envelope_.transfer_id});
-    leave_pipeline();
+    withdraw();
     retire_chunks_now(&chunks_, ChunkFlow::RECEIVING);
     retire_chunks_now(&unsent_, ChunkFlow::RECEIVING);
     if (reserved_slot_) pool_->release(reserved_slot_);
@@ -124,6 +123,16 @@ RecvOp::~RecvOp() {
     if (device_bounce_) dest_.device->release_receive_bounce(device_bounce_);
 }
 
+void RecvOp::release_pooled() {
+    // Only once nothing of MPICH's can still write into the bounce buffer.
+    if (matching_request_ != MPI_REQUEST_NULL || data_request_ != MPI_REQUEST_NULL) return;
+    if (reserved_slot_) pool_->release(reserved_slot_);
+    reserved_slot_ = nullptr;
+    if (device_bounce_) dest_.device->release_receive_bounce(device_bounce_);
+    device_bounce_ = nullptr;
+    bounce_ = BounceBuffer();
+}
+
 int RecvOp::cancel() {
     if (state_ == State::MATCHING && matching_request_ != MPI_REQUEST_NULL) return PMPI_Cancel(&matching_request_);
     return MPI_SUCCESS;
@@ -131,11 +140,7 @@ int RecvOp::cancel() {
 
 void RecvOp::fail(int error_class, const std::string &what) {
     error = make_error_code(error_class, call, what);
-    leave_pipeline();
-    if (registered_) {
-        context().receivers.erase({peer_, envelope_.transfer_id});
-        registered_ = false;
-    }
+    withdraw();
     // What is still in flight keeps the op incomplete until it ends (progress): a chunk
     // receive or a direct receive MPICH had matched would write after the call returned.
     stop_chunks(&chunks_, ChunkFlow::RECEIVING);
@@ -156,11 +161,7 @@ void RecvOp::drain(int error_class, const std::string &what) {
 void RecvOp::finish_drain() {
     MPIACC_COUNT("protocol.recv.drained");
     set_status(&status, status.MPI_SOURCE, status.MPI_TAG, 0, error, false);
-    if (registered_) {
-        context().receivers.erase({peer_, envelope_.transfer_id});
-        registered_ = false;
-    }
-    leave_pipeline();
+    withdraw();
     state_ = State::DONE;
 }
 
@@ -653,6 +654,14 @@ bool RecvOp::admit_pipeline() {
 
 // Every way out of a receive (done, failed, drained, destroyed) comes here once it has
 // its envelope: what it took from, or asked of, the admission budget is given back.
+void RecvOp::withdraw() {
+    if (registered_) {
+        context().receivers.erase({peer_, envelope_.transfer_id});
+        registered_ = false;
+    }
+    leave_pipeline();
+}
+
 void RecvOp::leave_pipeline() {
     if (admitted_share_ == 0 && !waiting_counted_) return;
     Context::PipelineAdmission &from = context().pipeline_admission[peer_];
@@ -906,9 +915,13 @@ void RecvOp::ipc_step() {
     send_control(ControlType::FIN, 0);
     MPIACC_PROBE("recv.fin_posted");
     state_ = State::FIN;
-    // Released after the FIN, which the sender waits on: the copies have ended.
-    ipc_copies_.clear();
-    ipc_source_.reset();
+    withdraw();
+    // Released after the FIN, which the sender waits on: the copies have ended. A
+    // blocking call's op goes whole, later (retire_later).
+    if (!waited_by_call) {
+        ipc_copies_.clear();
+        ipc_source_.reset();
+    }
     MPIACC_PROBE("recv.released");
 }
 
@@ -921,11 +934,7 @@ void RecvOp::finish_data() {
                                      static_cast<unsigned long long>(envelope_.size), dest_.bytes));
     set_status(&status, status.MPI_SOURCE, status.MPI_TAG, bytes_, err, false);
     error = err;
-    if (registered_) {
-        context().receivers.erase({peer_, envelope_.transfer_id});
-        registered_ = false;
-    }
-    leave_pipeline();
+    withdraw();
     state_ = State::DONE;
 }
 

@@ -241,6 +241,7 @@ public:
     // The sender gave up after the CTS (ABORT): fail instead of waiting for chunks.
     void on_abort(const ControlMessage &msg);
     bool wait_for_device() override;
+    void release_pooled() override;
 
 private:
     RecvOp() = default;
@@ -263,6 +264,9 @@ private:
     bool acknowledge_chunk(ChunkState &c);
     bool admit_pipeline();
     void leave_pipeline();
+    // Leaves Context::receivers (no control message comes for it any more) and the
+    // pipeline admission: on every way a receive ends, and again in the destructor.
+    void withdraw();
     void payload_stage_step();
     void issue_pulls();
     void ipc_step();
