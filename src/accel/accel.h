@@ -116,6 +116,8 @@ class DeviceBuffer {
 public:
     virtual ~DeviceBuffer() = default;
     virtual BufKind kind() const = 0;
+    // The device ordinal its copies run on, or -1 where the kind has none.
+    virtual int device_ordinal() const { return -1; }
     // Bytes addressable from the start of the described region (bounds for copies).
     virtual std::size_t capacity() const = 0;
     // Enqueue a copy of [offset, offset+len) into host memory `dst`, ordered after the
@@ -179,11 +181,12 @@ public:
     // Pointer autodetection (CUDA-aware convention). True when `addr` is device memory
     // of this kind; fills *device_ordinal. Kinds that cannot detect return false.
     virtual bool owns_pointer(const void * /*addr*/, int * /*device_ordinal*/) { return false; }
-    // Receiver side of the IPC pull: map a peer's exported region of `bytes` bytes
-    // (mappings cached per allocation and buffer id) and return it as a source whose
+    // Receiver side of the IPC pull: map a peer's exported region of `bytes` bytes on
+    // `device` (the receive buffer's; -1: the calling thread's current one), mappings
+    // cached per allocation, device and buffer id, and return it as a source whose
     // dependency() is the peer's ready event. Kinds without IPC refuse.
-    virtual int ipc_import(const IpcExport & /*peer*/, std::size_t /*bytes*/, std::unique_ptr<DeviceBuffer> * /*out*/,
-                           std::string *why) {
+    virtual int ipc_import(const IpcExport & /*peer*/, std::size_t /*bytes*/, int /*device*/,
+                           std::unique_ptr<DeviceBuffer> * /*out*/, std::string *why) {
         *why = "IPC is not available for this buffer kind";
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }

@@ -473,14 +473,12 @@ void RecvOp::on_envelope(const Envelope &env) {
                      ctx.world_rank, call, static_cast<unsigned long long>(env.transfer_id), peer_,
                      static_cast<unsigned long long>(env.size), buf_kind_name(sender_kind), buf_kind_name(dest_.kind),
                      mode_name(mode_), chunk_size_, depth_, truncated_ ? " (truncating)" : "");
-    ctx.receivers[{peer_, env.transfer_id}] = this;
-    registered_ = true;
-
     if (mode_ == TransferMode::IPC) {
         MPIACC_COUNT("protocol.recv.ipc");
         std::string why;
         MPIACC_PROBE("recv.import");
-        int rc = cuda->ipc_import(env.ipc, bytes_, &ipc_source_, &why);
+        const int device = dest_.device ? dest_.device->device_ordinal() : -1;
+        int rc = cuda->ipc_import(env.ipc, bytes_, device, &ipc_source_, &why);
         MPIACC_PROBE("recv.imported");
         if (rc != MPI_SUCCESS) {
             // Nothing was pulled: the sender still needs a reply, so fall back to the
@@ -495,6 +493,10 @@ void RecvOp::on_envelope(const Envelope &env) {
             return;
         }
     }
+    // Found by a sender's ABORT, which comes only in the data phase of the other modes: a
+    // sender offering a pull waits for the FIN and sends nothing more.
+    ctx.receivers[{peer_, env.transfer_id}] = this;
+    registered_ = true;
     if (mode_ == TransferMode::DIRECT) {
         MPIACC_COUNT("protocol.recv.direct");
         int rc;

@@ -393,7 +393,7 @@ TEST(CudaAccel, without_a_driver_is_unavailable_and_capture_fails_cleanly) {
     IpcExport peer;
     std::memset(&peer, 0, sizeof peer);
     why.clear();
-    EXPECT_NE(accel.ipc_import(peer, 16, &buf, &why), MPI_SUCCESS);
+    EXPECT_NE(accel.ipc_import(peer, 16, -1, &buf, &why), MPI_SUCCESS);
     EXPECT_EQ(buf, nullptr);
     EXPECT_FALSE(why.empty());
 
@@ -867,7 +867,7 @@ TEST_F(CudaGpu, ipc_import_reads_a_peer_allocation) {
     const std::size_t n = 1 << 20;
     std::unique_ptr<DeviceBuffer> remote;
     std::string why;
-    ASSERT_EQ(accel.ipc_import(exports[0], n, &remote, &why), MPI_SUCCESS) << why;
+    ASSERT_EQ(accel.ipc_import(exports[0], n, -1, &remote, &why), MPI_SUCCESS) << why;
     ASSERT_NE(remote->dependency(), nullptr);
     std::vector<unsigned char> host(n);
     std::unique_ptr<Completion> done;
@@ -883,7 +883,7 @@ TEST_F(CudaGpu, ipc_import_reads_a_peer_allocation) {
     std::unique_ptr<DeviceBuffer> mine, remote_tail;
     ASSERT_EQ(accel.capture(local, n, cuda_attrs(), &mine, &why), MPI_SUCCESS) << why;
     const std::string counters_before = accel.counters();
-    ASSERT_EQ(accel.ipc_import(exports[1], n - 4096, &remote_tail, &why), MPI_SUCCESS) << why;
+    ASSERT_EQ(accel.ipc_import(exports[1], n - 4096, -1, &remote_tail, &why), MPI_SUCCESS) << why;
     ASSERT_EQ(remote_tail->copy_to_device(0, *mine, 4096, n - 4096, &done, &why), MPI_SUCCESS) << why;
     ASSERT_TRUE(wait(*done));
     ASSERT_EQ(cudaMemcpy(host.data(), local, n, cudaMemcpyDeviceToHost), cudaSuccess);

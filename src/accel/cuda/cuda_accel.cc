@@ -1045,7 +1045,8 @@ struct CudaAccel::State : std::enable_shared_from_this<CudaAccel::State> {
                 std::string *why);
     int capture_dependency(DeviceState &device, unsigned pair, const BufferAttrs &attrs, std::shared_ptr<EventRef> *dep,
                            std::string *why);
-    int ipc_import(const IpcExport &peer, std::size_t bytes, std::unique_ptr<DeviceBuffer> *out, std::string *why);
+    int ipc_import(const IpcExport &peer, std::size_t bytes, int device, std::unique_ptr<DeviceBuffer> *out,
+                   std::string *why);
     int open_mapping(const IpcExport &peer, const DeviceState &local, std::shared_ptr<IpcMapping> *out,
                      std::string *why);
     std::shared_ptr<EventRef> open_event(const std::uint8_t *handle, int device, std::string *why);
@@ -1137,6 +1138,7 @@ public:
           mapping_(std::move(mapping)) {}
 
     BufKind kind() const override { return BufKind::CUDA; }
+    int device_ordinal() const override { return device_->ordinal; }
     std::size_t capacity() const override { return capacity_; }
     PinnedPool *staging_pool() override { return device_->staging.get(); }
     std::unique_ptr<Completion> dependency() override {
@@ -1731,20 +1733,21 @@ std::shared_ptr<EventRef> CudaAccel::State::open_event(const std::uint8_t *bytes
     return ref;
 }
 
-int CudaAccel::State::ipc_import(const IpcExport &peer, std::size_t bytes, std::unique_ptr<DeviceBuffer> *out,
-                                 std::string *why) {
+int CudaAccel::State::ipc_import(const IpcExport &peer, std::size_t bytes, int device,
+                                 std::unique_ptr<DeviceBuffer> *out, std::string *why) {
     out->reset();
     if (!available()) {
         *why = "CUDA IPC: no CUDA device is usable in this process (" + unavailable_why + ")";
         return MPI_ERR_OTHER;
     }
-    // Mapped on the device this thread works with: the one the receive buffer is on in
-    // the usual one-GPU-per-rank setup.
-    int device = 0;
-    cudaError_t e = quiet(cudaGetDevice(&device));
-    if (e != cudaSuccess) {
-        *why = "CUDA IPC: cudaGetDevice: " + cuda_text(e);
-        return MPI_ERR_OTHER;
+    // Mapped on the device that pulls: the receive buffer's, whose stream issues the copy
+    // (copy_to_device); into host memory, the device this thread works with.
+    if (device < 0) {
+        cudaError_t e = quiet(cudaGetDevice(&device));
+        if (e != cudaSuccess) {
+            *why = "CUDA IPC: cudaGetDevice: " + cuda_text(e);
+            return MPI_ERR_OTHER;
+        }
     }
     auto state = device_state(device, why);
     if (!state) return MPI_ERR_OTHER;
@@ -1876,9 +1879,9 @@ bool CudaAccel::owns_pointer(const void *addr, int *device_ordinal) {
     return true;
 }
 
-int CudaAccel::ipc_import(const IpcExport &peer, std::size_t bytes, std::unique_ptr<DeviceBuffer> *out,
+int CudaAccel::ipc_import(const IpcExport &peer, std::size_t bytes, int device, std::unique_ptr<DeviceBuffer> *out,
                           std::string *why) {
-    return state_->ipc_import(peer, bytes, out, why);
+    return state_->ipc_import(peer, bytes, device, out, why);
 }
 
 bool CudaAccel::device_in_use() {
