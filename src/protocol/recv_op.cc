@@ -114,17 +114,17 @@ RecvOp::~RecvOp() {
     withdraw();
     retire_chunks_now(&chunks_, ChunkFlow::RECEIVING);
     retire_chunks_now(&unsent_, ChunkFlow::RECEIVING);
-    if (reserved_slot_) pool_->release(reserved_slot_);
     for (MPI_Request *r : {&matching_request_, &control_request_, &data_request_}) {
         if (*r == MPI_REQUEST_NULL) continue;
         if (r == &matching_request_ && state_ == State::MATCHING) PMPI_Cancel(r);
         PMPI_Request_free(r);
     }
-    if (device_bounce_) dest_.device->release_receive_bounce(device_bounce_);
+    release_pooled();
 }
 
 void RecvOp::release_pooled() {
-    // Only once nothing of MPICH's can still write into the bounce buffer.
+    // Only once nothing of MPICH's can still write into the bounce buffer (the destructor
+    // calls it after freeing its requests).
     if (matching_request_ != MPI_REQUEST_NULL || data_request_ != MPI_REQUEST_NULL) return;
     if (reserved_slot_) pool_->release(reserved_slot_);
     reserved_slot_ = nullptr;
@@ -917,7 +917,6 @@ void RecvOp::ipc_step() {
     send_control(ControlType::FIN, 0);
     MPIACC_PROBE("recv.fin_posted");
     state_ = State::FIN;
-    withdraw();
     // Released after the FIN, which the sender waits on: the copies have ended. A
     // blocking call's op goes whole, later (retire_later).
     if (!waited_by_call) {

@@ -264,8 +264,7 @@ private:
     bool acknowledge_chunk(ChunkState &c);
     bool admit_pipeline();
     void leave_pipeline();
-    // Leaves Context::receivers (no control message comes for it any more) and the
-    // pipeline admission: on every way a receive ends, and again in the destructor.
+    // Leaves Context::receivers and the pipeline admission.
     void withdraw();
     void payload_stage_step();
     void issue_pulls();
