@@ -11,7 +11,10 @@ percentile in us, in the order the steps first occurred. Each rank's records alo
 (the steps of one rank, whatever the other did meanwhile). --skip drops each rank's first N
 records (warm-up); --min-share hides steps seen less often than that share of the
 commonest one (default 0.2). In a ping-pong, one message's critical path is the chain of
-steps from the sender's send.entry to the receiver's recv.return."""
+steps from the sender's send.entry to the receiver's recv.return. Where the records say
+on which CPU each probe ran (a third column), the report ends with each rank's commonest
+CPUs and that CPU's hyperthread siblings (read on the machine the report runs on): two
+busy-polling ranks on one core slow each other."""
 import argparse
 import collections
 import glob
@@ -25,8 +28,9 @@ def load(path, skip):
     for line in open(path):
         if line.startswith('#'):
             continue
-        ns, name = line.rstrip('\n').split('\t')
-        recs.append((int(ns), rank, name))
+        cols = line.rstrip('\n').split('\t')
+        cpu = int(cols[2]) if len(cols) > 2 else -1
+        recs.append((int(cols[0]), rank, cols[1], cpu))
     return recs[skip:]
 
 
@@ -50,15 +54,35 @@ def main():
     recs.sort()
     print('-- both ranks merged')
     report(zip(recs, recs[1:]), a.min_share)
-    for rank in sorted({r for _, r, _ in recs}):
+    ranks = sorted({x[1] for x in recs})
+    for rank in ranks:
         mine = [x for x in recs if x[1] == rank]
         print('-- rank %d alone' % rank)
         report(zip(mine, mine[1:]), a.min_share)
+    cpus(recs, ranks)
+
+
+def siblings(cpu):
+    try:
+        return open('/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list' % cpu).read().strip()
+    except OSError:
+        return '?'
+
+
+def cpus(recs, ranks):
+    if all(x[3] < 0 for x in recs):
+        return
+    print('-- cpus (probes run there, commonest first; hyperthread siblings)')
+    for rank in ranks:
+        seen = collections.Counter(x[3] for x in recs if x[1] == rank)
+        total = sum(seen.values())
+        print('rank %d: %s' % (rank, ', '.join('cpu %d %.1f%% [siblings %s]' % (c, 100.0 * k / total, siblings(c))
+                                               for c, k in seen.most_common(3))))
 
 
 def report(pairs, min_share):
     steps = collections.OrderedDict()
-    for (t0, r0, n0), (t1, r1, n1) in pairs:
+    for (t0, r0, n0, _), (t1, r1, n1, _) in pairs:
         steps.setdefault('%d:%s -> %d:%s' % (r0, n0, r1, n1), []).append((t1 - t0) / 1000.0)
     most = max(len(v) for v in steps.values())
     print('%-62s %7s %8s %8s %8s' % ('step', 'count', 'median', 'p10', 'p90'))

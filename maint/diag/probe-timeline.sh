@@ -6,7 +6,8 @@
 # anchor for D->D, staging by hand otherwise) and prints maint/diag/probe-report.py's table for each case.
 # Run through maint/gpu-check, which builds the tree and exports MPIEXEC, MPICC, MPICXX:
 #   GPU_CHECK_SCRIPT=maint/diag/probe-timeline.sh bash maint/gpu-check
-# PROBE_CASES (default "D->D:8"): DIR:SIZE[:ENV=VALUE...] items; PROBE_ROUNDS (default 2).
+# PROBE_CASES (default "D->D:8"): DIR:SIZE[:ENV=VALUE...][:bind=X] items (bind=X: mpiexec
+# -bind-to X); PROBE_ROUNDS (default 2), each running every case once.
 set -uo pipefail
 out=${1:?OUTDIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,14 +22,25 @@ if ! (cd "$src" && ./configure --enable-cuda --enable-opencl CPPFLAGS=-DMPIACC_P
   exit 1
 fi
 lib=$(ls "$src".libs/libmpiacc.so.*.*.* | head -n 1)
-for item in ${PROBE_CASES:-D->D:8}; do
-  IFS=: read -r dir size envs <<<"$item"
-  for r in $(seq 1 "${PROBE_ROUNDS:-2}"); do
-    echo "== $(date -u +%FT%TZ) $dir $size B ${envs//:/ } round $r"
+# Rounds outside, cases inside: each round runs every case once, so that cases compare
+# across the machine's drift between processes.
+for r in $(seq 1 "${PROBE_ROUNDS:-2}"); do
+  for item in ${PROBE_CASES:-D->D:8}; do
+    IFS=: read -r dir size envs <<<"$item"
+    bind=()
+    envs=${envs//:/ }
+    # bind=X in a case's list is not an environment variable: it runs mpiexec -bind-to X.
+    if [[ " $envs " == *" bind="* ]]; then
+      b=${envs##*bind=}
+      b=${b%% *}
+      bind=(-bind-to "$b")
+      envs=${envs//bind=$b/}
+    fi
+    echo "== $(date -u +%FT%TZ) $dir $size B $envs ${bind[*]} round $r"
     rm -rf /tmp/probes && mkdir -p /tmp/probes
     configs=mpiacc,staged
     [ "$dir" = 'D->D' ] && configs=mpiacc,ipc-pull
-    timeout 60 $MPIEXEC -n 2 env ${envs//:/ } MPIACC_PROBE_DIR=/tmp/probes LD_PRELOAD="$lib" \
+    timeout 60 $MPIEXEC "${bind[@]}" -n 2 env $envs MPIACC_PROBE_DIR=/tmp/probes LD_PRELOAD="$lib" \
       bench/.libs/pt2pt --rounds 1 --watchdog 20 --iters 2000 --bw-iters 2 --sizes "$size" --dirs "$dir" \
       --configs "$configs" --csv /dev/stdout 2>&1 | grep -v '^#' | grep ','
     python3 "$diag/probe-report.py" /tmp/probes --skip 2000

@@ -49,10 +49,12 @@ int pmpi_send(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
 int stage_device_data(MessageBuffer &mb, void *out, const char *call, std::string *why) {
     std::unique_ptr<Completion> done;
     const bool at_once = copy_waited_at_once(0);
+    MPIACC_PROBE("stage.copy");
     int rc = mb.device->copy_to_host(0, out, mb.bytes, &done, why, at_once ? CopyUse::WAITED_AT_ONCE : CopyUse::POLLED);
     if (rc != MPI_SUCCESS) return rc;
     if (!transfers_in_flight()) done->wait_bounded();
     progress_until([&] { return done->test(); });
+    MPIACC_PROBE("stage.copied");
     if (done->error() != MPI_SUCCESS) {
         *why = std::string(call) + ": copying the device send buffer to host memory failed";
         return done->error();

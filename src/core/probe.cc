@@ -2,6 +2,7 @@
 
 #ifdef MPIACC_PROBES
 
+#include <sched.h>
 #include <time.h>
 
 #include <atomic>
@@ -18,6 +19,7 @@ namespace {
 struct ProbeRecord {
     std::int64_t ns;
     const char *name;
+    int cpu;  // where the thread ran: two busy-polling ranks on one core's hyperthreads slow each other
 };
 
 // The first kMaxProbes are kept (16 MiB); a run that passes more keeps its start, and
@@ -32,7 +34,8 @@ void probe(const char *name) {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
-    if (i < kMaxProbes) records[i] = ProbeRecord{std::int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec, name};
+    if (i < kMaxProbes)
+        records[i] = ProbeRecord{std::int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec, name, sched_getcpu()};
 }
 
 void write_probes(int world_rank) {
@@ -48,7 +51,7 @@ void write_probes(int world_rank) {
     const std::size_t kept = passed < kMaxProbes ? passed : kMaxProbes;
     std::fprintf(f, "# probes passed %zu, kept %zu\n", passed, kept);
     for (std::size_t i = 0; i < kept; ++i)
-        std::fprintf(f, "%lld\t%s\n", static_cast<long long>(records[i].ns), records[i].name);
+        std::fprintf(f, "%lld\t%s\t%d\n", static_cast<long long>(records[i].ns), records[i].name, records[i].cpu);
     std::fclose(f);
 }
 

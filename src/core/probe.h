@@ -1,6 +1,6 @@
 // Probe points for a diagnostic build: configured with CPPFLAGS=-DMPIACC_PROBES, each
 // MPIACC_PROBE("name") records when the calling thread passed it (CLOCK_MONOTONIC, which
-// the ranks of one host share), and MPI_Finalize writes the record to
+// the ranks of one host share) and on which CPU, and MPI_Finalize writes the record to
 // $MPIACC_PROBE_DIR/probes.RANK.tsv. maint/diag/probe-timeline.sh builds that library and
 // maint/diag/probe-report.py says how long each step between two probes took. The shims
 // in maint/diag see only the driver and PMPI calls; the ~2 us a small IPC message spends

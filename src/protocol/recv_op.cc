@@ -264,7 +264,9 @@ CopyUse RecvOp::copy_use() const {
 // next chunks meanwhile.
 bool RecvOp::wait_for_device() {
     if (state_ == State::PAYLOAD_COPY && payload_copy_) {
+        MPIACC_PROBE("recv.payload_wait");
         payload_copy_->wait_bounded();
+        MPIACC_PROBE("recv.payload_waited");
     } else if (state_ == State::PAYLOAD_STAGE && !chunks_.empty() && chunks_.front().copy) {
         chunks_.front().copy->wait_bounded();
     } else if (state_ == State::IPC_PULL && !ipc_copies_.empty()) {
