@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # maint/diag/probe-timeline.sh OUTDIR: where a small message's time goes inside the
-# library, step by step between the probe points of src/core/probe.h. Builds this tree's
-# make-dist tarball again with CPPFLAGS=-DMPIACC_PROBES, preloads that libmpiacc into
+# library, step by step between the probe points of src/core/probe.h. Builds the tree
+# gpu-check built (its working directory) again with CPPFLAGS=-DMPIACC_PROBES, preloads that libmpiacc into
 # bench/pt2pt's ranks (latency phase; MPI-ACC and, in the same process, the raw ipc-pull
 # anchor for D->D, staging by hand otherwise) and prints maint/diag/probe-report.py's table for each case.
 # Run through maint/gpu-check, which builds the tree and exports MPIEXEC, MPICC, MPICXX:
@@ -14,9 +14,11 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$(dirname "$0")/diag-log.sh"
 diag_log probe-timeline "PROBE_CASES=${PROBE_CASES:-D->D:8}"
 build=/tmp/mpiacc-probes
-rm -rf "$build" && mkdir -p "$build" && tar -xzf "$root/.device/mpiacc.tar.gz" -C "$build" || exit 1
-src=$(echo "$build"/mpiacc-*/)
-if ! (cd "$src" && ./configure --enable-cuda --enable-opencl CPPFLAGS=-DMPIACC_PROBES MPICC="$MPICC" \
+# gpu-check's tree (the working directory): the tarball with the working tree's changed
+# files put in, as the normal build is; cleaned and configured again with the probes.
+rm -rf "$build" && mkdir -p "$build/tree" && cp -a . "$build/tree/" || exit 1
+src="$build/tree/"
+if ! (cd "$src" && make clean && ./configure --enable-cuda --enable-opencl CPPFLAGS=-DMPIACC_PROBES MPICC="$MPICC" \
   MPICXX="$MPICXX" MPIEXEC="$MPIEXEC" && make -j"$(nproc)" src/accel/cuda/copy_kernel_fatbin.h && make -j"$(nproc)" libmpiacc.la) >"$build/build.log" 2>&1; then
   tail -n 20 "$build/build.log"
   exit 1
