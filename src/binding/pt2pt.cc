@@ -303,8 +303,11 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
             rc = stage_device_data(mb, staging.data(), call, &why);
             if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
             MPIACC_COUNT("protocol.send.eager_device");
-            if (blocking)
-                return pmpi_send(staging.data(), static_cast<int>(mb.bytes), MPI_BYTE, dest, tag, comm, mode, nullptr);
+            if (blocking) {
+                rc = pmpi_send(staging.data(), static_cast<int>(mb.bytes), MPI_BYTE, dest, tag, comm, mode, nullptr);
+                MPIACC_PROBE("stage.sent");
+                return rc;
+            }
             MPI_Request payload;
             rc = pmpi_send(staging.data(), static_cast<int>(mb.bytes), MPI_BYTE, dest, tag, comm, mode, &payload);
             if (rc != MPI_SUCCESS) return rc;
@@ -462,9 +465,14 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
     MPIACC_PROBE("recv.captured");
     std::unique_ptr<RecvOp> op;
+    // A blocking receive with nothing else of ours to progress waits in MPICH, as a
+    // blocking host receive does (above). Not with other threads in the library: one of
+    // them may start what this wait would have to progress.
+    const RecvOp::Posting posting =
+        !request && !ctx.locking && !transfers_in_flight() ? RecvOp::Posting::BLOCKING_BOUNCE : RecvOp::Posting::BOUNCE;
     {
         StateLock lock;
-        rc = RecvOp::post(std::move(mb), source, tag, comm, call, RecvOp::Posting::BOUNCE, &op, nullptr);
+        rc = RecvOp::post(std::move(mb), source, tag, comm, call, posting, &op, nullptr);
     }
     MPIACC_PROBE("recv.posted");
     if (rc != MPI_SUCCESS) {

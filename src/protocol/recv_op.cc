@@ -54,7 +54,27 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
         if (op->dest_.device && n >= kPinnedBounceMin)
             op->device_bounce_ = static_cast<char *>(op->dest_.device->acquire_receive_bounce(n));
         if (!op->device_bounce_) op->bounce_ = BounceBuffer(n);
-        rc = PMPI_Irecv(op->posted_bounce(), static_cast<int>(n), MPI_BYTE, source, tag, comm, &op->matching_request_);
+        if (posting == Posting::BLOCKING_BOUNCE) {
+            // A message already here is matched without an Irecv, a request and rounds of
+            // PMPI_Test: for an 8 B host payload into device memory, 0.34 us from the
+            // captured receive to the match against 0.74 (probe build, H200 machine).
+            MPI_Status st;
+            st.MPI_ERROR = MPI_SUCCESS;
+            rc = PMPI_Recv(op->posted_bounce(), static_cast<int>(n), MPI_BYTE, source, tag, comm, &st);
+            int error_class = rc;
+            if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &error_class);
+            if (rc != MPI_SUCCESS && error_class != MPI_ERR_TRUNCATE) return rc;
+            MPIACC_PROBE("recv.matched");
+            // As for a receive tested in progress(): MPICH's truncation becomes the op's.
+            if (rc != MPI_SUCCESS) st.MPI_ERROR = rc;
+            op->blocking_ = true;
+            op->matched_in_post_ = true;
+            op->matched_from(st);
+            rc = MPI_SUCCESS;
+        } else {
+            rc = PMPI_Irecv(op->posted_bounce(), static_cast<int>(n), MPI_BYTE, source, tag, comm,
+                            &op->matching_request_);
+        }
     }
     if (rc != MPI_SUCCESS) return rc;
     if (matching) *matching = op->matching_request_;
@@ -215,7 +235,9 @@ void RecvOp::progress() {
     // (0.26-0.55 us) could only say "not yet" and delay the blocking receive's wait in
     // the driver, which comes next.
     const bool copy_just_issued =
-        matched_now && (state_ == State::PAYLOAD_COPY || state_ == State::PAYLOAD_STAGE || state_ == State::IPC_PULL);
+        (matched_now || matched_in_post_) &&
+        (state_ == State::PAYLOAD_COPY || state_ == State::PAYLOAD_STAGE || state_ == State::IPC_PULL);
+    matched_in_post_ = false;
     if (!copy_just_issued) {
         switch (state_) {
             case State::PAYLOAD_COPY:

@@ -216,7 +216,13 @@ public:
         IN_PLACE,        // into the user's host buffer; the MPICH request is the user's handle
                          // (WATCHED_BOUNCE instead when another pending in-place receive
                          // owns some of those bytes)
+        // Into an internal buffer by a blocking PMPI_Recv, matched before post returns. Only
+        // for a blocking call with nothing of MPI-ACC's in flight and no other thread in the
+        // library (nothing to progress while MPICH waits), like a blocking host receive.
+        BLOCKING_BOUNCE,
     };
+    // Fails only when MPICH refuses the receive (for BLOCKING_BOUNCE: with an error other
+    // than truncation, which the op reports as a matched receive's would be).
     static int post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const char *call, Posting posting,
                     std::unique_ptr<RecvOp> *out, MPI_Request *matching);
     // Continues from an envelope (or payload) already received into `data` of `len` bytes
@@ -278,6 +284,7 @@ private:
     MPI_Request matching_request_ = MPI_REQUEST_NULL;
     bool matching_is_user_handle_ = false;  // never free it while the user may hold it
     bool data_in_user_buffer_ = false;      // IN_PLACE: the message landed in dest_.host
+    bool matched_in_post_ = false;          // BLOCKING_BOUNCE: its first progress() finds a fresh copy
     InPlaceHead in_place_head_;             // IN_PLACE posting: the buffer's first bytes before it
     std::uint32_t in_place_range_ = 0;      // token in Context::in_place_ranges, 0 = none
     BounceBuffer bounce_;

@@ -24,6 +24,7 @@ static const char *cases[] = {
     "isend_whose_event_fails_fails_on_both_sides_and_later_pipelines_arrive_intact",
     "test_of_a_receive_holding_a_gated_envelope_returns_without_waiting_for_the_data",
     "envelope_of_a_short_message_leaves_a_larger_host_receive_untouched_past_the_message",
+    "host_message_longer_than_the_bounce_into_a_small_blocking_opencl_receive_gives_err_truncate",
 };
 
 /* Rank 0 makes a bad call; both ranks then check a good transfer still works. */
@@ -589,6 +590,42 @@ int main(int argc, char **argv) {
         }
         MPI_Type_free(&four);
         MPI_Type_free(&t);
+    }
+    MT_CASE(cases[c++]) {
+        /* A blocking device receive with nothing else in flight waits in PMPI_Recv on a
+         * bounce buffer of the envelope's 200 bytes; a 1000-byte host message overflows
+         * that buffer inside MPICH. The receive still reports MPI_ERR_TRUNCATE and writes
+         * nothing past its count, and the next message, taken with wildcards, arrives
+         * whole with its own status. */
+        enum { BIG = 1000, ROOM = 50, GUARD = 64 };
+        const int tag = 3100;
+        MPI_Datatype t = ocl_type(&e);
+        unsigned char h[BIG];
+        if (mt_rank == 0) {
+            mt_fill(h, BIG, tag);
+            MT_CHECK(MPI_Send(h, BIG, MPI_BYTE, 1, tag, MPI_COMM_WORLD) == MPI_SUCCESS, "long send");
+            mt_fill(h, ROOM, tag + 1);
+            MT_CHECK(MPI_Send(h, ROOM, MPI_BYTE, 1, tag + 1, MPI_COMM_WORLD) == MPI_SUCCESS, "second send");
+        } else if (mt_rank == 1) {
+            cl_mem m = ocl_alloc(&e, ROOM + GUARD);
+            ocl_fill(&e, m, ROOM + GUARD, 0xA5);
+            MPI_Status st;
+            int rc = MPI_Recv(m, ROOM, t, 0, tag, MPI_COMM_WORLD, &st);
+            MT_CHECK(p2p_class(rc) == MPI_ERR_TRUNCATE, "class %d, expected MPI_ERR_TRUNCATE", p2p_class(rc));
+            ocl_read(&e, m, 0, h, ROOM + GUARD);
+            P2P_CHECK_UNTOUCHED(h + ROOM, GUARD, 0xA5, "the device buffer past the receive count");
+            MT_CHECK(MPI_Recv(m, ROOM, t, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st) == MPI_SUCCESS,
+                     "wildcard receive after the truncation");
+            MT_CHECK(st.MPI_SOURCE == 0 && st.MPI_TAG == tag + 1, "status source %d tag %d, expected 0 and %d",
+                     st.MPI_SOURCE, st.MPI_TAG, tag + 1);
+            MT_CHECK(p2p_count(&st, MPI_BYTE) == ROOM, "count %d, expected %d", p2p_count(&st, MPI_BYTE), ROOM);
+            ocl_read(&e, m, 0, h, ROOM + GUARD);
+            P2P_CHECK_BYTES(h, ROOM, tag + 1, "the message after the truncation");
+            P2P_CHECK_UNTOUCHED(h + ROOM, GUARD, 0xA5, "past the message after the truncation");
+            clReleaseMemObject(m);
+        }
+        MPI_Type_free(&t);
+        good_transfer_after(&e, tag + 2);
     }
 
     ocl_teardown(&e);
