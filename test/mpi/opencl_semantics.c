@@ -25,6 +25,7 @@ static const char *cases[] = {
     "test_of_a_receive_holding_a_gated_envelope_returns_without_waiting_for_the_data",
     "envelope_of_a_short_message_leaves_a_larger_host_receive_untouched_past_the_message",
     "host_message_longer_than_the_bounce_into_a_small_blocking_opencl_receive_gives_err_truncate",
+    "host_isend_9MiB_then_blocking_opencl_recv_of_the_reply_does_not_hang",
 };
 
 /* Rank 0 makes a bad call; both ranks then check a good transfer still works. */
@@ -626,6 +627,37 @@ int main(int argc, char **argv) {
         }
         MPI_Type_free(&t);
         good_transfer_after(&e, tag + 2);
+    }
+    MT_CASE(cases[c++]) {
+        /* Rank 0's host Isend goes by rendezvous; rank 1 sends its reply only once that
+         * message is in. So rank 0's blocking device receive of the reply must answer
+         * rank 1's CTS meanwhile: with something of MPI-ACC's in flight it drives
+         * progress, and does not wait in PMPI_Recv. */
+        const size_t n = P2P_RNDV_BYTES, reply = 4096 + 3;
+        const int tag = 3200;
+        MPI_Datatype t = ocl_type(&e);
+        unsigned char *h = p2p_alloc(n);
+        if (mt_rank == 0) {
+            cl_mem m = ocl_alloc(&e, reply);
+            mt_fill(h, n, (uint64_t)tag);
+            MPI_Request q;
+            MPI_Status st;
+            MT_CHECK(MPI_Isend(h, (int)n, MPI_BYTE, 1, tag, MPI_COMM_WORLD, &q) == MPI_SUCCESS, "isend");
+            MT_CHECK(MPI_Recv(m, (int)reply, t, 1, tag + 1, MPI_COMM_WORLD, &st) == MPI_SUCCESS, "device receive");
+            MT_CHECK(MPI_Wait(&q, MPI_STATUS_IGNORE) == MPI_SUCCESS, "wait for the isend");
+            MT_CHECK(p2p_count(&st, MPI_BYTE) == (int)reply, "reply count %d", p2p_count(&st, MPI_BYTE));
+            ocl_read(&e, m, 0, h, reply);
+            P2P_CHECK_BYTES(h, reply, (uint64_t)(tag + 1), "the reply");
+            clReleaseMemObject(m);
+        } else if (mt_rank == 1) {
+            MPI_Status st;
+            MT_CHECK(MPI_Recv(h, (int)n, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &st) == MPI_SUCCESS, "receive");
+            P2P_CHECK_BYTES(h, n, (uint64_t)tag, "the rendezvous message");
+            mt_fill(h, reply, (uint64_t)(tag + 1));
+            MT_CHECK(MPI_Send(h, (int)reply, MPI_BYTE, 0, tag + 1, MPI_COMM_WORLD) == MPI_SUCCESS, "reply");
+        }
+        free(h);
+        MPI_Type_free(&t);
     }
 
     ocl_teardown(&e);
