@@ -61,14 +61,14 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
             MPI_Status st;
             st.MPI_ERROR = MPI_SUCCESS;
             rc = PMPI_Recv(op->posted_bounce(), static_cast<int>(n), MPI_BYTE, source, tag, comm, &st);
-            int error_class = rc;
-            if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &error_class);
-            if (rc != MPI_SUCCESS && error_class != MPI_ERR_TRUNCATE) return rc;
+            if (rc != MPI_SUCCESS) {
+                int error_class = rc;
+                PMPI_Error_class(rc, &error_class);
+                if (error_class != MPI_ERR_TRUNCATE) return rc;
+                st.MPI_ERROR = rc;  // as for a receive tested in progress(): the op's error
+            }
             MPIACC_PROBE("recv.matched");
-            // As for a receive tested in progress(): MPICH's truncation becomes the op's.
-            if (rc != MPI_SUCCESS) st.MPI_ERROR = rc;
             op->blocking_ = true;
-            op->matched_in_post_ = true;
             op->matched_from(st);
             rc = MPI_SUCCESS;
         } else {
@@ -214,7 +214,6 @@ void RecvOp::on_abort(const ControlMessage &msg) {
 }
 
 void RecvOp::progress() {
-    bool matched_now = false;
     if (state_ == State::MATCHING) {
         int flag = 0, rc;
         MPI_Status st;
@@ -228,16 +227,14 @@ void RecvOp::progress() {
         MPIACC_PROBE("recv.matched");
         if (rc != MPI_SUCCESS) st.MPI_ERROR = rc;
         matched_from(st);
-        matched_now = true;
     }
-    // A device copy the matching issued just now is not asked about in the same call: an
-    // 8-byte pull ends ~5 us after cudaMemcpyAsync returns (H200 machine), so a query
-    // (0.26-0.55 us) could only say "not yet" and delay the blocking receive's wait in
-    // the driver, which comes next.
+    // A device copy the matching issued just now (above, or in a BLOCKING_BOUNCE post) is
+    // not asked about in the same call: an 8-byte pull ends ~5 us after cudaMemcpyAsync
+    // returns (H200 machine), so a query (0.26-0.55 us) could only say "not yet" and
+    // delay the blocking receive's wait in the driver, which comes next.
     const bool copy_just_issued =
-        (matched_now || matched_in_post_) &&
-        (state_ == State::PAYLOAD_COPY || state_ == State::PAYLOAD_STAGE || state_ == State::IPC_PULL);
-    matched_in_post_ = false;
+        just_matched_ && (state_ == State::PAYLOAD_COPY || state_ == State::PAYLOAD_STAGE || state_ == State::IPC_PULL);
+    just_matched_ = false;
     if (!copy_just_issued) {
         switch (state_) {
             case State::PAYLOAD_COPY:
@@ -304,6 +301,7 @@ bool RecvOp::wait_for_device() {
 }
 
 void RecvOp::matched_from(const MPI_Status &st) {
+    just_matched_ = true;
     std::size_t len = received_bytes(st);
     if (!data_in_user_buffer_) {
         on_matched(st, posted_bounce(), len);

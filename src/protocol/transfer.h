@@ -284,7 +284,7 @@ private:
     MPI_Request matching_request_ = MPI_REQUEST_NULL;
     bool matching_is_user_handle_ = false;  // never free it while the user may hold it
     bool data_in_user_buffer_ = false;      // IN_PLACE: the message landed in dest_.host
-    bool matched_in_post_ = false;          // BLOCKING_BOUNCE: its first progress() finds a fresh copy
+    bool just_matched_ = false;             // matched_from ran since the last progress()
     InPlaceHead in_place_head_;             // IN_PLACE posting: the buffer's first bytes before it
     std::uint32_t in_place_range_ = 0;      // token in Context::in_place_ranges, 0 = none
     BounceBuffer bounce_;
