@@ -15,6 +15,7 @@
 #include "pool/host_staging.h"
 #include "pool/shared_memory.h"
 #include "protocol/envelope.h"
+#include "protocol/fin_words.h"
 #include "protocol/transfer.h"
 
 // The public keyvals (DESIGN.md 1): valid after MPI_Init.
@@ -101,8 +102,21 @@ int initialize_context(int provided_thread_level) {
     ctx.eager_sends_left = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(ctx.world_size));
     ctx.eager_run = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(ctx.world_size));
     ctx.eager_blocking_only = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(ctx.world_size));
-    rc = PMPI_Allgather(&ctx.node_id, 1, MPI_UINT64_T, ctx.node_ids.data(), 1, MPI_UINT64_T, ctx.proto_comm);
+    // With it, where each rank's FIN words are (protocol/fin_words.h), in the same exchange.
+    struct PeerFacts {
+        std::uint64_t node_id;
+        FinWordsOffer fin_words;
+    };
+    const PeerFacts mine{ctx.node_id, open_fin_words(ctx.pid, ctx.pid_namespace)};
+    std::vector<PeerFacts> facts(static_cast<std::size_t>(ctx.world_size));
+    rc = PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, facts.data(), sizeof mine, MPI_BYTE, ctx.proto_comm);
     if (rc != MPI_SUCCESS) return rc;
+    std::vector<FinWordsOffer> offers(facts.size());
+    for (std::size_t r = 0; r < facts.size(); ++r) {
+        ctx.node_ids[r] = facts[r].node_id;
+        offers[r] = facts[r].fin_words;
+    }
+    set_peer_fin_words(std::move(offers));
 
     int *publics[] = {&MPIX_ACC_BUF_TYPE, &MPIX_ACC_STREAM, &MPIX_ACC_COMMAND_QUEUE, &MPIX_ACC_EVENT,
                       &MPIX_ACC_CONTEXT,  &MPIX_ACC_DEVICE, &MPIX_ACC_OFFSET};
@@ -167,6 +181,7 @@ void finalize_context() {
     drain_control_messages();
     clear_bounce_cache();
     shutdown_accels();
+    close_fin_words();      // no transfer is left to write or read them
     unmap_peer_segments();  // the accelerators' registrations of them are gone now
     for (int *kv : {&ctx.keyvals.buf_type, &ctx.keyvals.stream, &ctx.keyvals.command_queue, &ctx.keyvals.event,
                     &ctx.keyvals.context, &ctx.keyvals.device, &ctx.keyvals.offset})

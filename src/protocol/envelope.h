@@ -15,8 +15,9 @@ namespace mpiacc {
 constexpr std::uint32_t kEnvelopeMagic = 0x4343414du;  // "MACC"
 // 2: the envelope's `shared` offer and flags kEnvelopeStagesAfterDecline and
 // kEnvelopeSharedStaging, CTS status kCtsDeclinedForBlockingReceive, mode SHARED and
-// control message CHUNK_DONE. 3: control message PULL_HINT.
-constexpr std::uint16_t kProtocolVersion = 3;
+// control message CHUNK_DONE. 3: control message PULL_HINT. 4: the envelope's
+// `fin_word` (kEnvelopeFinWord).
+constexpr std::uint16_t kProtocolVersion = 4;
 // Not a power of two on purpose: OSU-style sweeps and most applications send power-of-two
 // sizes, and a host payload of exactly this length has to go by rendezvous.
 constexpr std::size_t kEnvelopeBytes = 200;
@@ -29,12 +30,15 @@ enum EnvelopeFlags : std::uint16_t {
     // The sender stages through shared memory (pool/shared_memory.h) and says which
     // process it is in `shared`: a receiver on its node may take the SHARED mode.
     kEnvelopeSharedStaging = 1u << 2,
+    // With kEnvelopeHasIpc: the receiver may end the pull by writing word `fin_word` of
+    // the sender's FIN words (protocol/fin_words.h) rather than sending the FIN.
+    kEnvelopeFinWord = 1u << 3,
 };
 
 enum class TransferMode : std::uint16_t {
     DIRECT = 1,    // both sides host: one message from buffer to buffer
     PIPELINE = 2,  // chunks staged through pinned pools
-    IPC = 3,       // receiver pulls the sender's device memory, then sends FIN
+    IPC = 3,       // receiver pulls the sender's device memory, then sends FIN (or writes its word)
     // Same node: the sender stages chunks into its shared slots and sends a ChunkNotice
     // for each; the receiver copies each out of the slot itself and answers CHUNK_DONE,
     // which frees the slot.
@@ -66,7 +70,7 @@ struct Envelope {
         IpcExport ipc;              // valid when flags & kEnvelopeHasIpc
         SharedStagingOffer shared;  // valid when flags & kEnvelopeSharedStaging (never both)
     };
-    std::uint8_t reserved[kEnvelopeBytes - 44 - sizeof(IpcExport)];
+    std::uint32_t fin_word;  // valid when flags & kEnvelopeFinWord
 };
 
 // CTS and FIN go from receiver to sender; ABORT from sender to receiver when the sender

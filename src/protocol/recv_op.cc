@@ -10,6 +10,7 @@
 #include "core/progress.h"
 #include "netmod/netmod.h"
 #include "pool/pinned_pool.h"
+#include "protocol/fin_words.h"
 #include "protocol/transfer.h"
 
 namespace mpiacc {
@@ -640,6 +641,15 @@ void RecvOp::send_control(ControlType type, std::uint16_t mode_or_status) {
         fail(MPI_ERR_OTHER, "sending the CTS/FIN control message failed");
 }
 
+void RecvOp::tell_sender_done(std::uint16_t status) {
+    if ((envelope_.flags & kEnvelopeFinWord) && context().knobs.ipc_fin_word &&
+        write_fin_word(peer_, envelope_.fin_word, envelope_.transfer_id, status)) {
+        MPIACC_COUNT("protocol.recv.fin_word");
+        return;
+    }
+    send_control(ControlType::FIN, status);
+}
+
 // A receiver bounds the chunk messages it has in MPICH per sender: MPIACC_PIPELINE_TRANSFERS
 // transfers' worth, each up to MPIACC_PIPELINE_DEPTH chunks in flight. A transfer of
 // several chunks takes a whole transfer's share, one of a single chunk one chunk's; the
@@ -923,7 +933,7 @@ void RecvOp::ipc_step() {
         ipc_copies_.clear();
         ipc_source_.reset();
         fail(ipc_error_, with_detail("IPC pull from the sender's device memory failed", ipc_why_));
-        send_control(ControlType::FIN, static_cast<std::uint16_t>(ipc_error_));
+        tell_sender_done(static_cast<std::uint16_t>(ipc_error_));
         state_ = State::FIN;
         return;
     }
@@ -936,7 +946,7 @@ void RecvOp::ipc_step() {
                false);
     error = status.MPI_ERROR;
     MPIACC_PROBE("recv.fin");
-    send_control(ControlType::FIN, 0);
+    tell_sender_done(0);
     MPIACC_PROBE("recv.fin_posted");
     state_ = State::FIN;
     // Released after the FIN, which the sender waits on: the copies have ended. A

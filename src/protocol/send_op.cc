@@ -11,6 +11,7 @@
 #include "core/progress.h"
 #include "netmod/netmod.h"
 #include "pool/pinned_pool.h"
+#include "protocol/fin_words.h"
 #include "protocol/transfer.h"
 
 namespace mpiacc {
@@ -42,6 +43,13 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
     if (op->source_.device && ipc_pull_offered(op->source_.kind, op->peer_) && op->source_.device->ipc_export(&e.ipc))
         e.flags |= kEnvelopeHasIpc;
     if ((e.flags & kEnvelopeHasIpc) && stages_after_decline) e.flags |= kEnvelopeStagesAfterDecline;
+    if (e.flags & kEnvelopeHasIpc) {
+        op->fin_word_ = own_fin_words().take();
+        if (op->fin_word_ >= 0) {
+            e.flags |= kEnvelopeFinWord;
+            e.fin_word = static_cast<std::uint32_t>(op->fin_word_);
+        }
+    }
     // Staging slots a receiver on this node can copy out of itself. Asking the pool
     // makes its first allocation, which a transfer this size would make anyway (for a
     // host buffer, the process's host staging pool: once, to MPI_Finalize).
@@ -68,8 +76,9 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
             rc = PMPI_Isend(&op->envelope_, kEnvelopeBytes, MPI_BYTE, dest, tag, comm, &op->envelope_request_);
             break;
     }
-    if (rc != MPI_SUCCESS) return rc;
+    if (rc != MPI_SUCCESS) return rc;  // the destructor frees the word: no receiver has it
     MPIACC_PROBE("send.envelope_posted");
+    op->envelope_sent_ = true;
     ctx.senders[op->id_] = op.get();
     op->registered_ = true;
     if (ctx.knobs.verbose >= 1)
@@ -82,6 +91,14 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
 
 SendOp::~SendOp() {
     if (registered_) context().senders.erase(id_);
+    if (fin_word_ >= 0) {
+        // Matched and not answered (a failure, MPI_Finalize): the receiver may still write
+        // it. Not sent, or cancelled: nobody will.
+        if (envelope_sent_ && !cancelled_)
+            own_fin_words().abandon(fin_word_);
+        else
+            own_fin_words().release(fin_word_);
+    }
     retire_chunks_now(&chunks_, ChunkFlow::SENDING);
     if (envelope_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&envelope_request_);
     if (data_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&data_request_);
@@ -97,6 +114,29 @@ void SendOp::on_control(const ControlMessage &msg) {
     MPIACC_PROBE("send.reply");
     reply_ = msg;
     have_reply_ = true;
+    // A CTS, or a FIN by message: either way the receiver does not write the word.
+    release_fin_word();
+}
+
+void SendOp::release_fin_word() {
+    if (fin_word_ < 0) return;
+    own_fin_words().release(fin_word_);
+    fin_word_ = -1;
+}
+
+// The receiver wrote this transfer's FIN into its word: the same reply as the message.
+void SendOp::read_fin_word() {
+    const int status = own_fin_words().read(fin_word_, id_);
+    if (status < 0) return;
+    MPIACC_PROBE("send.reply");
+    MPIACC_COUNT("protocol.send.fin_word");
+    std::memset(&reply_, 0, sizeof reply_);
+    reply_.magic = kEnvelopeMagic;
+    reply_.type = static_cast<std::uint16_t>(ControlType::FIN);
+    reply_.transfer_id = id_;
+    reply_.status = static_cast<std::uint16_t>(status);
+    have_reply_ = true;
+    release_fin_word();
 }
 
 int SendOp::cancel() {
@@ -108,6 +148,7 @@ int SendOp::cancel() {
     int was_cancelled = 0;
     PMPI_Test_cancelled(&st, &was_cancelled);
     if (was_cancelled) {
+        cancelled_ = true;
         set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS, true);
         state_ = State::DONE;
         complete = true;
@@ -144,6 +185,7 @@ void SendOp::progress() {
         int flag = 0;
         PMPI_Test(&envelope_request_, &flag, MPI_STATUS_IGNORE);
     }
+    if (state_ == State::AWAIT_REPLY && !have_reply_ && fin_word_ >= 0) read_fin_word();
     if (state_ == State::AWAIT_REPLY && have_reply_) start_data();
     if (state_ == State::DATA) {
         if (data_request_ != MPI_REQUEST_NULL) {

@@ -183,6 +183,8 @@ private:
     void *acquire_slot(PinnedPool *pool);
     bool post_chunk(ChunkState &c, int tag);
     void finish();
+    void read_fin_word();
+    void release_fin_word();
 
     enum class State { AWAIT_REPLY, DATA, DONE } state_ = State::AWAIT_REPLY;
     bool shared_ = false;  // SHARED mode: chunks stay in our slots, the receiver copies them
@@ -195,6 +197,10 @@ private:
     bool registered_ = false;
     ControlMessage reply_{};
     bool have_reply_ = false;
+    // The FIN word the envelope offers (protocol/fin_words.h), until the reply: -1 for none.
+    int fin_word_ = -1;
+    bool envelope_sent_ = false;
+    bool cancelled_ = false;
     MPI_Request data_request_ = MPI_REQUEST_NULL;  // DIRECT
     std::vector<char> prefix_;                     // DIRECT, truncated non-contiguous
     std::vector<ChunkState> chunks_;
@@ -264,6 +270,8 @@ private:
     void deliver_payload(const void *data, std::size_t len);
     void on_envelope(const Envelope &env);
     void send_control(ControlType type, std::uint16_t mode_or_status);
+    // The pull ended (status 0) or failed: the sender's FIN word, or the FIN message.
+    void tell_sender_done(std::uint16_t status);
     void pipeline_step();
     bool shared_staging_usable(const Envelope &env) const;
     void start_shared_copy(ChunkState &c);

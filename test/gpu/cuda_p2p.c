@@ -20,6 +20,9 @@
 #ifndef CUDA_P2P_NO_IPC
 #define CUDA_P2P_NO_IPC 0
 #endif
+#ifndef CUDA_P2P_FIN_MESSAGE
+#define CUDA_P2P_FIN_MESSAGE 0
+#endif
 #ifndef CUDA_P2P_COPY_FLAGS
 #define CUDA_P2P_COPY_FLAGS 0
 #endif
@@ -1052,6 +1055,80 @@ static void c_small_copies_by_kernel_at_every_alignment(void) {
     CK(cudaFree(d));
 }
 
+/* A pull's sender learns that it is done from its FIN word (protocol/fin_words.h), not
+ * from a FIN message, unless MPIACC_IPC_FIN_WORD=0 (cuda_p2p_fin_message) or there is no
+ * IPC. Device sends of 64 KiB and 4 MiB + 1, pulled into device memory: four blocking
+ * ones, then a window of eight. Every byte arrives, every request completes, and both
+ * ranks' counters say how each pull was answered: all by word, or all by message. */
+static void c_pulls_are_answered_through_the_senders_fin_word(void) {
+    enum { BLOCKING = 4, IN_WINDOW = 8, PER_SIZE = BLOCKING + IN_WINDOW };
+    static const size_t sz[] = {64 * KiB, 4 * MiB + 1};
+    const int ipc = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on();
+    const int words = ipc && !CUDA_P2P_FIN_MESSAGE;
+    const char *mine = mt_rank == 0 ? "protocol.send.fin_word" : "protocol.recv.fin_word";
+    const long long pulls0 = mpiacc_counter_value(mt_rank == 0 ? "protocol.send.ipc" : "protocol.recv.ipc");
+    const long long words0 = mpiacc_counter_value(mine);
+    MPI_Datatype t = view_type(&CUDA_TAGGED);
+    int tag = 7600;
+    for (size_t i = 0; i < sizeof sz / sizeof sz[0]; ++i) {
+        const size_t n = sz[i];
+        msg_t m[PER_SIZE];
+        MPI_Request q[IN_WINDOW];
+        MPI_Status sts[IN_WINDOW];
+        for (int k = 0; k < PER_SIZE; ++k) {
+            if (mt_rank == 0)
+                send_prepare(&m[k], &CUDA_TAGGED, n, msg_off(tag + k, 0));
+            else
+                recv_prepare(&m[k], &CUDA_TAGGED, n);
+        }
+        for (int k = 0; k < BLOCKING; ++k) {
+            if (mt_rank == 0) {
+                MCK(MPI_Send(m[k].p, m[k].count, t, 1, tag + k, W));
+            } else {
+                MPI_Status st;
+                MCK(MPI_Recv(m[k].p, m[k].count, t, 0, tag + k, W, &st));
+                GPU_CHECK_STATUS(st, 0, tag + k, n, "blocking pull %d of %zu bytes", k, n);
+            }
+        }
+        for (int k = 0; k < IN_WINDOW; ++k) {
+            msg_t *w = &m[BLOCKING + k];
+            if (mt_rank == 0)
+                MCK(MPI_Isend(w->p, w->count, t, 1, tag + BLOCKING + k, W, &q[k]));
+            else
+                MCK(MPI_Irecv(w->p, w->count, t, 0, tag + BLOCKING + k, W, &q[k]));
+        }
+        MCK(MPI_Waitall(IN_WINDOW, q, sts));
+        for (int k = 0; k < PER_SIZE; ++k) {
+            if (mt_rank == 1) {
+                if (k >= BLOCKING)
+                    GPU_CHECK_STATUS(sts[k - BLOCKING], 0, tag + k, n, "pull %d of %zu bytes in a window", k, n);
+                recv_check(&m[k], n, msg_off(tag + k, 0), "pulled", n);
+            }
+            msg_free(&m[k]);
+        }
+        tag += PER_SIZE;
+    }
+    view_type_free(&CUDA_TAGGED, &t);
+    long long seen[2] = {mpiacc_counter_value(mt_rank == 0 ? "protocol.send.ipc" : "protocol.recv.ipc") - pulls0,
+                         mpiacc_counter_value(mine) - words0};
+    long long peer[2] = {0, 0};
+    MCK(MPI_Sendrecv(seen, 2, MPI_LONG_LONG, gpu_peer, 7599, peer, 2, MPI_LONG_LONG, gpu_peer, 7599, W,
+                     MPI_STATUS_IGNORE));
+    if (mt_rank == 0) {
+        const long long sent = (long long)(PER_SIZE * (sizeof sz / sizeof sz[0]));
+        const long long expect = ipc ? sent : 0;
+        MT_CHECK(seen[0] == expect && peer[0] == expect, "%lld sends and %lld receives pulled, of %lld (IPC %s)",
+                 seen[0], peer[0], sent, ipc ? "on" : "off");
+        if (words)
+            MT_CHECK(seen[1] == seen[0] && peer[1] == seen[0],
+                     "of %lld pulls, %lld senders saw their FIN word and %lld receivers wrote one", seen[0], seen[1],
+                     peer[1]);
+        else
+            MT_CHECK(seen[1] == 0 && peer[1] == 0, "%lld senders saw a FIN word and %lld receivers wrote one, with %s",
+                     seen[1], peer[1], ipc ? "MPIACC_IPC_FIN_WORD=0" : "IPC off");
+    }
+}
+
 /* Windows of 40 device sends that the receiver's first progress round finds all matched:
  * with IPC their pulls go to the device in batches (cudaMemcpyBatchAsync, at most 32 a
  * batch) unless MPIACC_CUDA_BATCH_PULLS=0 or CUDA is older than 12.8. Two windows:
@@ -1247,6 +1324,7 @@ static const gpu_case_t cases[] = {
     {"large_host_sends_into_device_take_shared_staging_unless_ipc_is_off",
      c_large_host_sends_into_device_take_shared_staging, 0},
     {"window_of_pulls_goes_to_the_device_in_batches", c_window_of_pulls_goes_to_the_device_in_batches, 0},
+    {"pulls_are_answered_through_the_senders_fin_word", c_pulls_are_answered_through_the_senders_fin_word, 0},
 #if CUDA_P2P_COPY_FLAGS
     {"staging_copies_write_their_done_words", c_staging_copies_write_their_done_words, 0},
 #endif
@@ -1260,13 +1338,17 @@ int main(int argc, char **argv) {
 #if CUDA_P2P_COPY_FLAGS
     setenv("MPIACC_CUDA_COPY_FLAGS", "1", 1);
 #endif
+#if CUDA_P2P_FIN_MESSAGE
+    setenv("MPIACC_IPC_FIN_WORD", "0", 1);
+#endif
     MT_INIT(&argc, &argv);
     gpu_setup(CUDA_P2P_SAME_GPU ? 0 : -1);
     if (!gpu_skip_why && mt_rank == 0)
         printf("# variant: %s%s\n", CUDA_P2P_SAME_GPU ? "both ranks on device 0" : "device = rank % devices",
-               CUDA_P2P_NO_IPC ? (CUDA_P2P_COPY_FLAGS ? ", MPIACC_IPC=0 (pipeline), MPIACC_CUDA_COPY_FLAGS=1"
-                                                      : ", MPIACC_IPC=0 (pipeline)")
-                               : "");
+               CUDA_P2P_NO_IPC        ? (CUDA_P2P_COPY_FLAGS ? ", MPIACC_IPC=0 (pipeline), MPIACC_CUDA_COPY_FLAGS=1"
+                                                             : ", MPIACC_IPC=0 (pipeline)")
+               : CUDA_P2P_FIN_MESSAGE ? ", MPIACC_IPC_FIN_WORD=0 (pulls answered by FIN message)"
+                                      : "");
     gpu_run_cases(cases, (int)(sizeof cases / sizeof cases[0]));
     gpu_teardown();
     return mt_finalize();
