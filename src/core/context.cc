@@ -111,10 +111,11 @@ int initialize_context(int provided_thread_level) {
     std::vector<PeerFacts> facts(static_cast<std::size_t>(ctx.world_size));
     rc = PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, facts.data(), sizeof mine, MPI_BYTE, ctx.proto_comm);
     if (rc != MPI_SUCCESS) return rc;
-    std::vector<FinWordsOffer> offers(facts.size());
+    std::unordered_map<int, FinWordsOffer> offers;  // only a rank on this node pulls
     for (std::size_t r = 0; r < facts.size(); ++r) {
         ctx.node_ids[r] = facts[r].node_id;
-        offers[r] = facts[r].fin_words;
+        if (facts[r].node_id == ctx.node_id && facts[r].fin_words.words != 0)
+            offers.emplace(static_cast<int>(r), facts[r].fin_words);
     }
     set_peer_fin_words(std::move(offers));
 

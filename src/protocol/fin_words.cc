@@ -65,6 +65,7 @@ void FinWords::abandon(int slot) {
 }
 
 int FinWords::read(int slot, std::uint64_t transfer_id) const {
+    if (!ready() || slot < 0 || static_cast<std::uint32_t>(slot) >= kWords) return -1;
     // Acquire: what the receiver did before its write (the pull ended) happened before
     // the sender's call returns and its buffer may change.
     const std::uint64_t v = word(slot)->load(std::memory_order_acquire);
@@ -93,6 +94,8 @@ bool PeerFinWords::write(int rank, const FinWordsOffer &offer, std::uint64_t pid
                 p.words = static_cast<std::atomic<std::uint64_t> *>(base);
                 p.count = offer.words;
                 p.reach = Reach::MAPPED;
+            } else if (++p.map_failures < kMapAttempts) {
+                p.reach = Reach::UNTRIED;  // the next pull from this rank tries again
             }
         }
     }
@@ -107,7 +110,7 @@ namespace {
 
 struct FinWordsState {
     FinWords own;
-    std::vector<FinWordsOffer> offers;  // by world rank
+    std::unordered_map<int, FinWordsOffer> offers;  // of the ranks on this node, by world rank
     PeerFinWords peers;
 };
 
@@ -130,7 +133,7 @@ FinWordsOffer open_fin_words(int pid, std::uint64_t pid_namespace) {
     return s.own.offer(pid, pid_namespace);
 }
 
-void set_peer_fin_words(std::vector<FinWordsOffer> offers) { fin_words_state().offers = std::move(offers); }
+void set_peer_fin_words(std::unordered_map<int, FinWordsOffer> offers) { fin_words_state().offers = std::move(offers); }
 
 void close_fin_words() {
     FinWordsState &s = fin_words_state();
@@ -143,11 +146,11 @@ FinWords &own_fin_words() { return fin_words_state().own; }
 
 bool write_fin_word(int rank, std::uint32_t slot, std::uint64_t transfer_id, std::uint16_t status) {
     FinWordsState &s = fin_words_state();
-    if (rank < 0 || static_cast<std::size_t>(rank) >= s.offers.size()) return false;
+    auto offer = s.offers.find(rank);
+    if (offer == s.offers.end()) return false;
     std::string why;
     const Context &ctx = context();
-    if (s.peers.write(rank, s.offers[static_cast<std::size_t>(rank)], ctx.pid_namespace, slot,
-                      fin_word_value(transfer_id, status), &why))
+    if (s.peers.write(rank, offer->second, ctx.pid_namespace, slot, fin_word_value(transfer_id, status), &why))
         return true;
     if (!why.empty()) {
         MPIACC_COUNT("protocol.ipc.fin_word_unreachable");

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "pool/shared_memory.h"
@@ -82,17 +83,23 @@ private:
 class PeerFinWords {
 public:
     // Writes `value` into word `slot` of world rank `rank`'s words, which it offered as
-    // `offer`; false (with *why the first time) when they cannot be reached from here or
-    // `slot` is not one of them, and the caller sends the FIN instead.
+    // `offer`; false when they cannot be reached from here or `slot` is not one of them,
+    // and the caller sends the FIN instead. *why says so each time the words are tried:
+    // once where that is settled (no offer, another PID namespace, descriptors that cannot
+    // be opened), and up to kMapAttempts times where mapping them failed, which may pass
+    // (descriptors or mappings used up for now).
     bool write(int rank, const FinWordsOffer &offer, std::uint64_t pid_namespace, std::uint32_t slot,
                std::uint64_t value, std::string *why);
     // Forgets the mappings (MPI_Finalize unmaps every peer segment).
     void clear();
 
+    static constexpr int kMapAttempts = 8;
+
 private:
     enum class Reach : std::uint8_t { UNTRIED, MAPPED, UNREACHABLE };
     struct Peer {
         Reach reach = Reach::UNTRIED;
+        int map_failures = 0;
         std::atomic<std::uint64_t> *words = nullptr;
         std::uint32_t count = 0;
     };
@@ -106,8 +113,8 @@ private:
 // (MPIACC_IPC and MPIACC_IPC_FIN_WORD on, CUDA built), and returns its offer (words 0
 // when none were made).
 FinWordsOffer open_fin_words(int pid, std::uint64_t pid_namespace);
-// After it: everyone's offers, by world rank.
-void set_peer_fin_words(std::vector<FinWordsOffer> offers);
+// After it: the offers of the ranks on this node, by world rank (no other rank pulls).
+void set_peer_fin_words(std::unordered_map<int, FinWordsOffer> offers);
 // MPI_Finalize, after the last transfer.
 void close_fin_words();
 FinWords &own_fin_words();

@@ -206,7 +206,9 @@ void SendOp::start_data() {
     auto type = static_cast<ControlType>(reply_.type);
     const bool small = source_.bytes <= eager_after_decline_max(ctx.knobs);
     if (type == ControlType::FIN) {
-        // IPC pull: the receiver copied the data itself.
+        // IPC pull: the receiver copied the data itself. A pull that failed is the
+        // receive's error (reply_.status names it): the send completes, as a send in MPICH
+        // does whatever becomes of its receive.
         MPIACC_COUNT("protocol.send.ipc");
         // The peer pulls small sends again. (Not news for blocking sends where only
         // they were refused: nonblocking ones kept being offered and pulled.)

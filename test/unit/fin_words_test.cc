@@ -115,11 +115,34 @@ TEST_F(FinWordsTest, ASenderThatOffersNoWordsIsAnsweredByMessage) {
     EXPECT_NE(why.find("offers no FIN words"), std::string::npos) << why;
 }
 
-TEST_F(FinWordsTest, ASegmentThatIsNotTheOneOfferedIsRefused) {
-    offer_.where.inode += 1;  // the descriptor names another file now
+TEST_F(FinWordsTest, AFailedMappingIsTriedAgainAFewTimesThenGivenUp) {
+    offer_.where.inode += 1;  // the descriptor names another file now: mapping it fails
+    for (int attempt = 0; attempt < mpiacc::PeerFinWords::kMapAttempts; ++attempt) {
+        std::string why;
+        EXPECT_FALSE(write(0, 1, 0, &why));
+        EXPECT_FALSE(why.empty()) << "attempt " << attempt;
+    }
     std::string why;
     EXPECT_FALSE(write(0, 1, 0, &why));
-    EXPECT_FALSE(why.empty());
+    EXPECT_TRUE(why.empty()) << why;  // given up: no more attempts
+}
+
+TEST_F(FinWordsTest, AMappingThatFailedOnceIsMadeAtTheNextAttempt) {
+    const std::uint64_t inode = offer_.where.inode;
+    offer_.where.inode += 1;
+    std::string why;
+    EXPECT_FALSE(write(0, 1, 0, &why));
+    offer_.where.inode = inode;  // what failed has passed
+    const int slot = words_.take();
+    why.clear();
+    ASSERT_TRUE(write(static_cast<std::uint32_t>(slot), 3, 0, &why)) << why;
+    EXPECT_EQ(words_.read(slot, 3), 0);
+}
+
+TEST_F(FinWordsTest, AWordIsNotReadOnceTheWordsAreGone) {
+    const int slot = words_.take();
+    words_.destroy();
+    EXPECT_EQ(words_.read(slot, 1), -1);
 }
 
 }  // namespace
