@@ -76,9 +76,11 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
             rc = PMPI_Isend(&op->envelope_, kEnvelopeBytes, MPI_BYTE, dest, tag, comm, &op->envelope_request_);
             break;
     }
-    if (rc != MPI_SUCCESS) return rc;  // the destructor frees the word: no receiver has it
+    if (rc != MPI_SUCCESS) {
+        op->release_fin_word();  // no receiver has it
+        return rc;
+    }
     MPIACC_PROBE("send.envelope_posted");
-    op->envelope_sent_ = true;
     ctx.senders[op->id_] = op.get();
     op->registered_ = true;
     if (ctx.knobs.verbose >= 1)
@@ -91,14 +93,9 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
 
 SendOp::~SendOp() {
     if (registered_) context().senders.erase(id_);
-    if (fin_word_ >= 0) {
-        // Matched and not answered (a failure, MPI_Finalize): the receiver may still write
-        // it. Not sent, or cancelled: nobody will.
-        if (envelope_sent_ && !cancelled_)
-            own_fin_words().abandon(fin_word_);
-        else
-            own_fin_words().release(fin_word_);
-    }
+    // Still held: the envelope went out and was not answered (a failure, MPI_Finalize), so
+    // the receiver may still write the word. (A reply, a failed post and a cancel free it.)
+    if (fin_word_ >= 0) own_fin_words().abandon(fin_word_);
     retire_chunks_now(&chunks_, ChunkFlow::SENDING);
     if (envelope_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&envelope_request_);
     if (data_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&data_request_);
@@ -148,7 +145,7 @@ int SendOp::cancel() {
     int was_cancelled = 0;
     PMPI_Test_cancelled(&st, &was_cancelled);
     if (was_cancelled) {
-        cancelled_ = true;
+        release_fin_word();  // the envelope never reached a receiver
         set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS, true);
         state_ = State::DONE;
         complete = true;

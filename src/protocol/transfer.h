@@ -199,8 +199,6 @@ private:
     bool have_reply_ = false;
     // The FIN word the envelope offers (protocol/fin_words.h), until the reply: -1 for none.
     int fin_word_ = -1;
-    bool envelope_sent_ = false;
-    bool cancelled_ = false;
     MPI_Request data_request_ = MPI_REQUEST_NULL;  // DIRECT
     std::vector<char> prefix_;                     // DIRECT, truncated non-contiguous
     std::vector<ChunkState> chunks_;
