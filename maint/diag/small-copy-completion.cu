@@ -13,6 +13,11 @@
 //                the word polled in host memory (the library's default)
 //   flag         the same without the event
 //   flag-kind    flag, with the explicit kind
+//   memop        host to device only, LEN a multiple of 8 up to 64: no copy at all, the
+//                payload's 8-byte words written into device memory by cuStreamWriteValue64
+//                (values taken at the call), then the done word as in flag
+//   memop-batch  the same writes and the done word in one cuStreamBatchMemOp call
+//   memop-sync   the payload's writes, then cudaStreamSynchronize (no done word)
 // runs in turn, ITERS times each, on a non-blocking stream of the greatest priority (the
 // library's; PRIO 0 gives the default priority instead). Prints per variant the median and
 // 10th percentile of the time from issue to seen done, and the median CPU time of the
@@ -40,8 +45,27 @@ static double pct(std::vector<double> v, double p) {
     return v[(size_t)(p * (v.size() - 1))];
 }
 
-enum Variant { SYNC, STREAMSYNC, STREAMQUERY, EVENT, FLAG_EVENT, FLAG, FLAG_KIND, NVARIANTS };
-static const char *kNames[] = {"sync", "streamsync", "streamquery", "event", "flag+event", "flag", "flag-kind"};
+enum Variant {
+    SYNC,
+    STREAMSYNC,
+    STREAMQUERY,
+    EVENT,
+    FLAG_EVENT,
+    FLAG,
+    FLAG_KIND,
+    MEMOP,
+    MEMOP_BATCH,
+    MEMOP_SYNC,
+    NVARIANTS
+};
+static const char *kNames[] = {"sync", "streamsync", "streamquery", "event",       "flag+event",
+                               "flag", "flag-kind",  "memop",       "memop-batch", "memop-sync"};
+
+// The memop variants write the payload itself: only into device memory, from host
+// memory the CPU can read at the call, in whole 8-byte words.
+static bool memop_applies(cudaMemcpyKind kind, size_t len) {
+    return kind == cudaMemcpyHostToDevice && len % 8 == 0 && len >= 8 && len <= 64;
+}
 
 struct Copy {
     const char *name;
@@ -88,6 +112,40 @@ static double one(const Copy &c, Stream &st, Variant v, size_t len, double *call
             CK(cudaMemcpyPeer(c.dst, c.device, c.src, c.peer_src, len));
         else
             CK(cudaMemcpy(c.dst, c.src, len, c.kind));
+        return now_us() - t0;
+    }
+    if (v == MEMOP || v == MEMOP_BATCH || v == MEMOP_SYNC) {
+        const unsigned long long *words = static_cast<const unsigned long long *>(c.src);
+        const size_t n = len / 8;
+        const CUdeviceptr dst = reinterpret_cast<CUdeviceptr>(c.dst);
+        if (v == MEMOP_SYNC) {
+            for (size_t i = 0; i < n; ++i)
+                CKD(cuStreamWriteValue64(reinterpret_cast<CUstream>(st.s), dst + 8 * i, words[i],
+                                         CU_STREAM_WRITE_VALUE_DEFAULT));
+            *call_us = now_us() - t0;
+            CK(cudaStreamSynchronize(st.s));
+            return now_us() - t0;
+        }
+        if (v == MEMOP) {
+            for (size_t i = 0; i < n; ++i)
+                CKD(cuStreamWriteValue64(reinterpret_cast<CUstream>(st.s), dst + 8 * i, words[i],
+                                         CU_STREAM_WRITE_VALUE_DEFAULT));
+            CKD(cuStreamWriteValue64(reinterpret_cast<CUstream>(st.s), st.word_dev, ++st.seq,
+                                     CU_STREAM_WRITE_VALUE_DEFAULT));
+        } else {
+            CUstreamBatchMemOpParams ops[9];
+            memset(ops, 0, sizeof ops);
+            for (size_t i = 0; i <= n; ++i) {
+                ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+                ops[i].writeValue.address = i < n ? dst + 8 * i : st.word_dev;
+                ops[i].writeValue.value64 = i < n ? words[i] : ++st.seq;
+                ops[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+            }
+            CKD(cuStreamBatchMemOp(reinterpret_cast<CUstream>(st.s), static_cast<unsigned>(n + 1), ops, 0));
+        }
+        *call_us = now_us() - t0;
+        while (*st.word < st.seq) {
+        }
         return now_us() - t0;
     }
     const bool explicit_kind = v == STREAMSYNC || v == STREAMQUERY || v == FLAG_KIND;
@@ -153,12 +211,18 @@ int main(int argc, char **argv) {
         len, iters, prio ? "the greatest" : "the default", evict);
     for (size_t ci = 0; ci < copies.size(); ++ci) {
         std::vector<std::vector<double>> t(NVARIANTS), call(NVARIANTS);
+        if (copies[ci].kind == cudaMemcpyHostToDevice)  // a payload the read-back can tell apart
+            for (size_t i = 0; i < len; ++i)
+                static_cast<unsigned char *>(h)[i] = static_cast<unsigned char>(37 * i + 11);
         for (int w = 0; w < 200; ++w) {
             double cu;
-            for (int v = 0; v < NVARIANTS; ++v) one(copies[ci], streams[ci], (Variant)v, len, &cu);
+            for (int v = 0; v < NVARIANTS; ++v)
+                if (v < MEMOP || memop_applies(copies[ci].kind, len))
+                    one(copies[ci], streams[ci], (Variant)v, len, &cu);
         }
         for (int i = 0; i < iters; ++i)
             for (int v = 0; v < NVARIANTS; ++v) {
+                if (v >= MEMOP && !memop_applies(copies[ci].kind, len)) continue;
                 double cu;
                 if (evict) memset(other.data(), ++stir, evict);
                 t[v].push_back(one(copies[ci], streams[ci], (Variant)v, len, &cu));
@@ -166,8 +230,15 @@ int main(int argc, char **argv) {
             }
         printf("%-16s", copies[ci].name);
         for (int v = 0; v < NVARIANTS; ++v)
-            printf(" | %s %.2f (%.2f) [%.2f]", kNames[v], pct(t[v], 0.5), pct(t[v], 0.1), pct(call[v], 0.5));
+            if (!t[v].empty())
+                printf(" | %s %.2f (%.2f) [%.2f]", kNames[v], pct(t[v], 0.5), pct(t[v], 0.1), pct(call[v], 0.5));
         printf("\n");
+        if (memop_applies(copies[ci].kind, len)) {
+            // The written words must be the payload's: read them back.
+            std::vector<unsigned char> back(len);
+            CK(cudaMemcpy(back.data(), copies[ci].dst, len, cudaMemcpyDeviceToHost));
+            printf("%-16s memop payload read back %s\n", "", memcmp(back.data(), copies[ci].src, len) ? "WRONG" : "ok");
+        }
     }
     return 0;
 }

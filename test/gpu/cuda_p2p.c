@@ -26,9 +26,7 @@
 #ifndef CUDA_P2P_COPY_FLAGS
 #define CUDA_P2P_COPY_FLAGS 0
 #endif
-#if CUDA_P2P_COPY_FLAGS
 #include <cuda.h> /* CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS; no libcuda is linked */
-#endif
 
 #define W MPI_COMM_WORLD
 
@@ -1237,9 +1235,9 @@ static void c_large_host_sends_into_device_take_shared_staging(void) {
              mpiacc_counter_value(mode) - taken0, nbig, mode);
 }
 
-#if CUDA_P2P_COPY_FLAGS
 /* Whether this rank's device takes 64-bit stream memory operations, which the copy flags
- * are written with; the driver is asked through the runtime's entry points. */
+ * and the memop writes are written with; the driver is asked through the runtime's entry
+ * points. */
 static int device_takes_64bit_stream_mem_ops(void) {
     void *fn = NULL;
     enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
@@ -1252,6 +1250,66 @@ static int device_takes_64bit_stream_mem_ops(void) {
     return get(&can, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, (CUdevice)gpu_dev) == CUDA_SUCCESS && can;
 }
 
+/* Host payloads of at most 16 bytes in whole 4-byte words, into 4-byte-aligned device
+ * addresses, are written by stream memory operations (MPIACC_CUDA_MEMOP_MAX, default 16)
+ * rather than copied; the rest by a copy engine. Host sends of 1-24 bytes into device
+ * memory at offsets 0, 4 and 2, received blocking and nonblocking: every byte lands,
+ * nothing around it is written, and the receiver's counter names exactly the messages
+ * that qualify (none with the knob at 0 or on a device without 64-bit memory operations). */
+static void c_small_host_payloads_into_device_by_memory_writes(void) {
+    static const size_t sz[] = {1, 2, 4, 6, 8, 12, 16, 20, 24};
+    static const size_t recv_off[] = {0, 4, 2};
+    enum { NS = sizeof sz / sizeof sz[0], NO = sizeof recv_off / sizeof recv_off[0] };
+    const size_t room = 64 + GPU_GUARD;
+    unsigned char *d = mt_rank == 1 ? gpu_malloc(room) : NULL;
+    MPI_Datatype t = view_type(&CUDA_TAGGED);
+    const long long memop0 = mpiacc_counter_value("cuda.copy.memop");
+    long long qualifying = 0;
+    int tag = 7950;
+    for (int nonblocking = 0; nonblocking < 2; ++nonblocking)
+        for (int i = 0; i < NS; ++i)
+            for (int a = 0; a < NO; ++a, ++tag) {
+                const size_t n = sz[i], ro = recv_off[a];
+                const size_t ref = msg_off(tag, 0);
+                if (n % 4 == 0 && n <= 16 && ro % 4 == 0) ++qualifying;
+                if (mt_rank == 0) {
+                    MCK(MPI_Send(gpu_ref + ref, (int)n, MPI_CHAR, 1, tag, W));
+                    continue;
+                }
+                gpu_memset(d, GPU_SENTINEL, room);
+                MPI_Status st;
+                if (nonblocking) {
+                    MPI_Request r;
+                    MCK(MPI_Irecv(d + ro, (int)n, t, 0, tag, W, &r));
+                    MCK(MPI_Wait(&r, &st));
+                } else {
+                    MCK(MPI_Recv(d + ro, (int)n, t, 0, tag, W, &st));
+                }
+                GPU_CHECK_STATUS(st, 0, tag, n, "%zu host bytes into device offset %zu (%s)", n, ro,
+                                 nonblocking ? "MPI_Irecv" : "MPI_Recv");
+                const unsigned char *got = gpu_download(d, room);
+                GPU_CHECK_UNTOUCHED(got, ro, GPU_SENTINEL, "before %zu bytes received at offset %zu", n, ro);
+                GPU_CHECK_SAME(got + ro, gpu_ref + ref, n, "%zu host bytes into device offset %zu", n, ro);
+                GPU_CHECK_UNTOUCHED(got + ro + n, room - ro - n, GPU_SENTINEL, "after %zu bytes received at offset %zu",
+                                    n, ro);
+            }
+    view_type_free(&CUDA_TAGGED, &t);
+    if (mt_rank != 1) return;
+    CK(cudaFree(d));
+    const long long memops = mpiacc_counter_value("cuda.copy.memop") - memop0;
+    const char *knob = getenv("MPIACC_CUDA_MEMOP_MAX");
+    if (!device_takes_64bit_stream_mem_ops() || (knob && !strcmp(knob, "0")))
+        MT_CHECK(memops == 0, "%lld payloads written by memory operations with the knob at 0 or no device support",
+                 memops);
+    else if (!knob)
+        MT_CHECK(memops == qualifying, "%lld payloads written by memory operations, of %lld that qualify", memops,
+                 qualifying);
+    else
+        MT_CHECK(memops <= qualifying, "%lld payloads written by memory operations, of %lld that qualify", memops,
+                 qualifying);
+}
+
+#if CUDA_P2P_COPY_FLAGS
 /* With MPIACC_CUDA_COPY_FLAGS=1 the staging copies write their done words behind them:
  * this variant's cases ran on that path, not on events alone, wherever the device can. */
 static void c_staging_copies_write_their_done_words(void) {
@@ -1325,6 +1383,7 @@ static const gpu_case_t cases[] = {
      c_large_host_sends_into_device_take_shared_staging, 0},
     {"window_of_pulls_goes_to_the_device_in_batches", c_window_of_pulls_goes_to_the_device_in_batches, 0},
     {"pulls_are_answered_through_the_senders_fin_word", c_pulls_are_answered_through_the_senders_fin_word, 0},
+    {"small_host_payloads_into_device_memory_by_memory_writes", c_small_host_payloads_into_device_by_memory_writes, 0},
 #if CUDA_P2P_COPY_FLAGS
     {"staging_copies_write_their_done_words", c_staging_copies_write_their_done_words, 0},
 #endif

@@ -63,6 +63,12 @@ constexpr std::chrono::microseconds kKernelCopyPatience{50};
 // A flagged copy-engine copy: the done word is watched this long before the driver is
 // asked; a 2 MiB chunk takes about 40 us at 50 GB/s.
 constexpr std::chrono::microseconds kFlaggedCopyPatience{200};
+// The largest host payload written into device memory by stream memory operations
+// (MPIACC_CUDA_MEMOP_MAX). Each write is fenced: on an H200, 8 B went in 4.6-4.7 us from
+// the call to the done word seen, against 5.8 for cudaMemcpyAsync and the stream's
+// synchronization; 16 B (two writes) 5.7 against 6.7, but 64 B (eight) 9.5 against 6.4
+// (maint/diag/small-copy-completion.cu, session 32).
+constexpr std::size_t kMemopMaxBytes = 16;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -107,6 +113,7 @@ struct DriverApi {
     PFN_cuDevicePrimaryCtxGetState_v7000 primary_ctx_state = nullptr;
     PFN_cuDeviceGetAttribute_v2000 device_get_attribute = nullptr;
     PFN_cuStreamWriteValue64_v11070 stream_write_value64 = nullptr;
+    PFN_cuStreamBatchMemOp_v11070 stream_batch_mem_op = nullptr;
 };
 
 template <class Fn>
@@ -519,6 +526,10 @@ struct DeviceState {
     // the stream's done word (MPIACC_CUDA_COPY_FLAGS, on devices with 64-bit stream
     // memory operations): their end is seen in host memory, as a kernel copy's is.
     bool flag_copies = false;
+    // Payloads of at most MPIACC_CUDA_MEMOP_MAX bytes from host memory go into device
+    // memory as stream memory writes of their words, with the done word written behind
+    // them, in one cuStreamBatchMemOp (needs 64-bit stream memory operations).
+    bool memop_writes = false;
     // IPC pulls deferred in an open CopyBatch, enqueued together on the pull stream; null
     // where cudaMemcpyBatchAsync is missing (runtime or driver before 12.8) or
     // MPIACC_CUDA_BATCH_PULLS=0.
@@ -587,7 +598,8 @@ class CopyCompletion final : public Completion {
 public:
     CopyCompletion(std::shared_ptr<DeviceState> device, std::size_t stream_index, void *dst, const void *src,
                    std::size_t len, std::vector<std::shared_ptr<EventRef>> deps,
-                   std::vector<std::shared_ptr<void>> keep, bool by_kernel, bool may_flag, bool at_once = false)
+                   std::vector<std::shared_ptr<void>> keep, bool by_kernel, bool may_flag, bool at_once = false,
+                   bool by_memop = false)
         : device_(std::move(device)),
           stream_index_(stream_index),
           stream_(device_->streams[stream_index]),
@@ -600,7 +612,8 @@ public:
           bounded_(deps_.empty()),
           by_kernel_(by_kernel),
           may_flag_(may_flag && device_->flag_copies && !at_once),
-          at_once_(at_once && bounded_) {}
+          at_once_(at_once && bounded_),
+          by_memop_(by_memop) {}
     ~CopyCompletion() override;
 
     // Enqueue now, or (host_orders) once the dependencies have completed, or (a pull in
@@ -751,7 +764,9 @@ private:
         DeviceGuard guard(device_->ordinal, device_->driver.get());
         cudaError_t e = guard.error();
         const char *step = "cudaSetDevice";
-        if (e == cudaSuccess && !at_once_) {
+        // A memop write is seen done by its word (test() asks the stream past the
+        // patience): no event behind it.
+        if (e == cudaSuccess && !at_once_ && !by_memop_) {
             done_ = device_->events->acquire(why);
             if (!done_) {
                 fail(*why);
@@ -763,7 +778,9 @@ private:
             step = "cudaStreamWaitEvent";
             e = quiet(cudaStreamWaitEvent(stream_, deps_[i]->get(), 0));
         }
-        if (e == cudaSuccess && by_kernel_) {
+        if (e == cudaSuccess && by_memop_ && write_words()) {
+            MPIACC_COUNT("cuda.copy.memop");
+        } else if (e == cudaSuccess && by_kernel_) {
             step = "cudaLaunchKernel (mpiacc_copy_small)";
             auto *dst = static_cast<uint4 *>(dst_);
             auto *src = static_cast<const uint4 *>(src_);
@@ -813,6 +830,45 @@ private:
         return MPI_SUCCESS;
     }
 
+    // by_memop: the payload's words, read from host memory now, and the stream's done
+    // word behind them, in one cuStreamBatchMemOp. Each write is fenced (the only kind
+    // the v2 API has), so the done word is seen after the payload's. False when the
+    // driver refuses it: the copy then goes to a copy engine as any other.
+    bool write_words() {
+        CUstreamBatchMemOpParams ops[kMemopMaxBytes / 4 + 1];
+        std::memset(ops, 0, sizeof ops);
+        unsigned n = 0;
+        const auto dst = reinterpret_cast<CUdeviceptr>(dst_);
+        const auto *src = static_cast<const unsigned char *>(src_);
+        for (std::size_t at = 0; at < len_; ++n) {
+            ops[n].writeValue.address = dst + at;
+            ops[n].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+            if ((dst + at) % 8 == 0 && len_ - at >= 8) {
+                ops[n].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+                std::memcpy(&ops[n].writeValue.value64, src + at, 8);
+                at += 8;
+            } else {
+                ops[n].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+                std::memcpy(&ops[n].writeValue.value, src + at, 4);
+                at += 4;
+            }
+        }
+        ops[n].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+        ops[n].writeValue.address = reinterpret_cast<CUdeviceptr>(&device_->done_words_dev[stream_index_]);
+        ops[n].writeValue.value64 = tracker_->peek_next();
+        ops[n].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+        ++n;
+        MPIACC_PROBE("copy.enqueue");
+        const CUresult r = device_->driver->stream_batch_mem_op(reinterpret_cast<CUstream>(stream_), n, ops, 0);
+        MPIACC_PROBE("copy.enqueued");
+        if (r != CUDA_SUCCESS) {
+            MPIACC_COUNT("cuda.copy.memop_refused");
+            return false;
+        }
+        flagged_ = true;
+        return true;
+    }
+
     void fail(const std::string &what) {
         error_ = MPI_ERR_OTHER;
         what_ = what;
@@ -843,6 +899,7 @@ private:
     const bool by_kernel_;
     const bool may_flag_;             // a copy-engine copy to flag (not an IPC pull)
     const bool at_once_;              // CopyUse::WAITED_AT_ONCE, bounded: no event behind it
+    const bool by_memop_;             // host words written by stream memory operations
     bool flagged_ = false;            // a copy-engine copy that writes the done word behind it
     clock::time_point started_at_{};  // kernel and flagged copies: when it was enqueued
     bool started_ = false;
@@ -1255,11 +1312,23 @@ private:
         return kernel_addressable(device_->ordinal) && other.kernel_addressable(device_->ordinal);
     }
 
+    // Whether a copy of `len` bytes from host memory `src` into `dst`, this buffer's own
+    // device memory, goes as stream memory writes of its words (write_words): small, in
+    // whole 4-byte words at 4-byte addresses.
+    bool by_memop(void *dst, const void *src, const void *host, std::size_t len) const {
+        return device_->memop_writes && host == src && len > 0 &&
+               len <= std::min(kMemopMaxBytes, knobs().cuda_memop_max) && len % 4 == 0 && as_addr(dst) % 4 == 0 &&
+               kernel_addressable(device_->ordinal);
+    }
+
     // Runs on this buffer's device and stream pair, after both buffers' dependencies.
     // `host` is the side in host memory, if one is.
     int copy(const CudaBuffer &other, void *dst, const void *src, std::size_t len, const void *host, CopyUse use,
              std::unique_ptr<Completion> *done, std::string *why) {
-        const bool host_orders = host && !owner_->host_is_pinned(host, len);
+        // A memop write takes its words at the call and never blocks it: no reason to
+        // hold it back for a pageable source.
+        const bool memop = by_memop(dst, src, host, len);
+        const bool host_orders = host && !memop && !owner_->host_is_pinned(host, len);
         std::vector<std::shared_ptr<EventRef>> deps;
         std::vector<std::shared_ptr<void>> keep;
         auto add = [&](const CudaBuffer &b) {
@@ -1281,7 +1350,7 @@ private:
         // staged copies gained (8 B H->D 7.7-8.7 against 8.7-9.4).
         const bool at_once = use == CopyUse::WAITED_AT_ONCE && deps.empty() && !pull && knobs().cuda_wait_stream;
         auto op = std::make_unique<CopyCompletion>(device_, index, dst, src, len, std::move(deps), std::move(keep),
-                                                   !host && by_kernel(other, dst, src, len), !pull, at_once);
+                                                   !host && by_kernel(other, dst, src, len), !pull, at_once, memop);
         int rc = op->begin(host_orders, why);
         if (rc != MPI_SUCCESS) return rc;
         *done = std::move(op);
@@ -1339,6 +1408,7 @@ void CudaAccel::State::probe() {
     resolve_entry("cuDevicePrimaryCtxGetState", 7000, &driver->primary_ctx_state);
     resolve_entry("cuDeviceGetAttribute", 2000, &driver->device_get_attribute);
     resolve_entry("cuStreamWriteValue64", 11070, &driver->stream_write_value64);
+    resolve_entry("cuStreamBatchMemOp", 11070, &driver->stream_batch_mem_op);
     avail.store(1, std::memory_order_release);
 }
 
@@ -1434,16 +1504,18 @@ std::shared_ptr<DeviceState> CudaAccel::State::device_state(int ordinal, std::st
         streams_created.fetch_add(1, std::memory_order_relaxed);
     }
     cudaKernel_t kernel = knobs().cuda_kernel_copy_max > 0 ? copy_kernel() : nullptr;
-    bool flags = false;
-    if (knobs().cuda_copy_flags && driver->stream_write_value64 && driver->device_get_attribute && driver->device_get) {
+    bool mem_ops = false;  // 64-bit stream memory operations
+    if (driver->device_get_attribute && driver->device_get) {
         CUdevice dev = 0;
         int can = 0;
-        flags = driver->device_get(&dev, ordinal) == CUDA_SUCCESS &&
-                driver->device_get_attribute(&can, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev) ==
-                    CUDA_SUCCESS &&
-                can != 0;
+        mem_ops = driver->device_get(&dev, ordinal) == CUDA_SUCCESS &&
+                  driver->device_get_attribute(&can, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev) ==
+                      CUDA_SUCCESS &&
+                  can != 0;
     }
-    if (kernel || flags) {
+    const bool flags = mem_ops && knobs().cuda_copy_flags && driver->stream_write_value64;
+    const bool memops = mem_ops && knobs().cuda_memop_max > 0 && driver->stream_batch_mem_op;
+    if (kernel || flags || memops) {
         void *words = nullptr, *dev = nullptr;
         const std::size_t bytes = sizeof(std::uint64_t) * state->streams.size();
         if (quiet(cudaHostAlloc(&words, bytes, cudaHostAllocMapped | cudaHostAllocPortable)) == cudaSuccess) {
@@ -1453,6 +1525,7 @@ std::shared_ptr<DeviceState> CudaAccel::State::device_state(int ordinal, std::st
                 state->done_words_dev = static_cast<std::uint64_t *>(dev);
                 state->copy_kernel = kernel;
                 state->flag_copies = flags;
+                state->memop_writes = memops;
                 for (std::size_t i = 0; i < state->trackers.size(); ++i)
                     state->trackers[i]->set_done_word(&state->done_words[i]);
             } else {
