@@ -18,6 +18,9 @@
 //                (values taken at the call), then the done word as in flag
 //   memop-batch  the same writes and the done word in one cuStreamBatchMemOp call
 //   memop-sync   the payload's writes, then cudaStreamSynchronize (no done word)
+//   memop-v1     memop-batch through the v1 API, the payload's writes unfenced
+//                (CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER), the done word fenced
+// (the memop variants take LEN up to 256.)
 // runs in turn, ITERS times each, on a non-blocking stream of the greatest priority (the
 // library's; PRIO 0 gives the default priority instead). Prints per variant the median and
 // 10th percentile of the time from issue to seen done, and the median CPU time of the
@@ -56,15 +59,22 @@ enum Variant {
     MEMOP,
     MEMOP_BATCH,
     MEMOP_SYNC,
+    MEMOP_V1,
     NVARIANTS
 };
-static const char *kNames[] = {"sync", "streamsync", "streamquery", "event",       "flag+event",
-                               "flag", "flag-kind",  "memop",       "memop-batch", "memop-sync"};
+static const char *kNames[] = {"sync",      "streamsync", "streamquery", "event",      "flag+event", "flag",
+                               "flag-kind", "memop",      "memop-batch", "memop-sync", "memop-v1"};
+
+// The v1 cuStreamBatchMemOp (deprecated; the v2 that cuda.h names refuses
+// CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER): null where the driver does not give it.
+typedef CUresult (*BatchV1)(CUstream, unsigned int, CUstreamBatchMemOpParams *, unsigned int);
+static BatchV1 batch_v1;
 
 // The memop variants write the payload itself: only into device memory, from host
 // memory the CPU can read at the call, in whole 8-byte words.
-static bool memop_applies(cudaMemcpyKind kind, size_t len) {
-    return kind == cudaMemcpyHostToDevice && len % 8 == 0 && len >= 8 && len <= 64;
+static bool memop_applies(cudaMemcpyKind kind, size_t len, int v = MEMOP) {
+    if (v == MEMOP_V1 && !batch_v1) return false;
+    return kind == cudaMemcpyHostToDevice && len % 8 == 0 && len >= 8 && len <= 256;
 }
 
 struct Copy {
@@ -114,7 +124,7 @@ static double one(const Copy &c, Stream &st, Variant v, size_t len, double *call
             CK(cudaMemcpy(c.dst, c.src, len, c.kind));
         return now_us() - t0;
     }
-    if (v == MEMOP || v == MEMOP_BATCH || v == MEMOP_SYNC) {
+    if (v == MEMOP || v == MEMOP_BATCH || v == MEMOP_SYNC || v == MEMOP_V1) {
         const unsigned long long *words = static_cast<const unsigned long long *>(c.src);
         const size_t n = len / 8;
         const CUdeviceptr dst = reinterpret_cast<CUdeviceptr>(c.dst);
@@ -133,15 +143,19 @@ static double one(const Copy &c, Stream &st, Variant v, size_t len, double *call
             CKD(cuStreamWriteValue64(reinterpret_cast<CUstream>(st.s), st.word_dev, ++st.seq,
                                      CU_STREAM_WRITE_VALUE_DEFAULT));
         } else {
-            CUstreamBatchMemOpParams ops[9];
+            CUstreamBatchMemOpParams ops[33];
             memset(ops, 0, sizeof ops);
             for (size_t i = 0; i <= n; ++i) {
                 ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
                 ops[i].writeValue.address = i < n ? dst + 8 * i : st.word_dev;
                 ops[i].writeValue.value64 = i < n ? words[i] : ++st.seq;
-                ops[i].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+                ops[i].writeValue.flags =
+                    v == MEMOP_V1 && i < n ? CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER : CU_STREAM_WRITE_VALUE_DEFAULT;
             }
-            CKD(cuStreamBatchMemOp(reinterpret_cast<CUstream>(st.s), static_cast<unsigned>(n + 1), ops, 0));
+            if (v == MEMOP_V1)
+                CKD(batch_v1(reinterpret_cast<CUstream>(st.s), static_cast<unsigned>(n + 1), ops, 0));
+            else
+                CKD(cuStreamBatchMemOp(reinterpret_cast<CUstream>(st.s), static_cast<unsigned>(n + 1), ops, 0));
         }
         *call_us = now_us() - t0;
         while (*st.word < st.seq) {
@@ -185,6 +199,21 @@ int main(int argc, char **argv) {
     unsigned char stir = 0;
     int ndev = 0;
     CK(cudaGetDeviceCount(&ndev));
+    {
+        void *fn = nullptr;
+        cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion("cuStreamBatchMemOp", &fn, 8000, cudaEnableDefault, &found) ==
+                cudaSuccess &&
+            found == cudaDriverEntryPointSuccess)
+            batch_v1 = reinterpret_cast<BatchV1>(fn);
+        int v1 = 0, v1_64 = 0;
+        CK(cudaSetDevice(0));
+        cuDeviceGetAttribute(&v1, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, 0);
+        cuDeviceGetAttribute(&v1_64, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1, 0);
+        printf("# v1 cuStreamBatchMemOp %s; device 0: v1 memory operations %d, 64-bit %d\n",
+               batch_v1 ? "found" : "not found", v1, v1_64);
+        if (!v1 || !v1_64) batch_v1 = nullptr;
+    }
     void *d0, *d1 = nullptr, *h;
     CK(cudaSetDevice(0));
     CK(cudaMalloc(&d0, len));
@@ -217,12 +246,12 @@ int main(int argc, char **argv) {
         for (int w = 0; w < 200; ++w) {
             double cu;
             for (int v = 0; v < NVARIANTS; ++v)
-                if (v < MEMOP || memop_applies(copies[ci].kind, len))
+                if (v < MEMOP || memop_applies(copies[ci].kind, len, v))
                     one(copies[ci], streams[ci], (Variant)v, len, &cu);
         }
         for (int i = 0; i < iters; ++i)
             for (int v = 0; v < NVARIANTS; ++v) {
-                if (v >= MEMOP && !memop_applies(copies[ci].kind, len)) continue;
+                if (v >= MEMOP && !memop_applies(copies[ci].kind, len, v)) continue;
                 double cu;
                 if (evict) memset(other.data(), ++stir, evict);
                 t[v].push_back(one(copies[ci], streams[ci], (Variant)v, len, &cu));
