@@ -23,6 +23,9 @@
 #ifndef CUDA_P2P_FIN_MESSAGE
 #define CUDA_P2P_FIN_MESSAGE 0
 #endif
+#ifndef CUDA_P2P_MEMOP_REFUSED
+#define CUDA_P2P_MEMOP_REFUSED 0
+#endif
 #ifndef CUDA_P2P_COPY_FLAGS
 #define CUDA_P2P_COPY_FLAGS 0
 #endif
@@ -643,6 +646,7 @@ static void c_zero_byte_device_messages(void) {
 }
 
 long long mpiacc_counter_value(const char *name);
+long long mpiacc_knob_value(const char *name);
 long long mpiacc_knob_value(const char *name); /* libmpiacc: a knob's value in effect */
 
 /* Small device sends until one is pulled by a blocking device receive, which ends any
@@ -1256,7 +1260,7 @@ static int device_takes_64bit_stream_mem_ops(void) {
  * memory at offsets 0, 4 and 2, received blocking and nonblocking: every byte lands,
  * nothing around it is written, and the receiver's counter names exactly the messages
  * that qualify (none with the knob at 0 or on a device without 64-bit memory operations). */
-static void c_small_host_payloads_into_device_by_memory_writes(void) {
+static void c_small_host_payloads_into_device_memory_by_memory_writes(void) {
     static const size_t sz[] = {1, 2, 4, 6, 8, 12, 16, 20, 24};
     static const size_t recv_off[] = {0, 4, 2};
     enum { NS = sizeof sz / sizeof sz[0], NO = sizeof recv_off / sizeof recv_off[0] };
@@ -1297,13 +1301,20 @@ static void c_small_host_payloads_into_device_by_memory_writes(void) {
     if (mt_rank != 1) return;
     CK(cudaFree(d));
     const long long memops = mpiacc_counter_value("cuda.copy.memop") - memop0;
-    const char *knob = getenv("MPIACC_CUDA_MEMOP_MAX");
-    if (!device_takes_64bit_stream_mem_ops() || (knob && !strcmp(knob, "0")))
+    const long long refused = mpiacc_counter_value("cuda.copy.memop_refused");
+    const long long knob = mpiacc_knob_value("MPIACC_CUDA_MEMOP_MAX");
+    if (CUDA_P2P_MEMOP_REFUSED && device_takes_64bit_stream_mem_ops() && knob != 0)
+        MT_CHECK(memops == 0 && refused == 1,
+                 "%lld payloads written by memory operations and %lld refused, after the first refusal "
+                 "(MPIACC_FAULT_MEMOP=1:1) had stopped them",
+                 memops, refused);
+    else if (!device_takes_64bit_stream_mem_ops() || knob == 0)
         MT_CHECK(memops == 0, "%lld payloads written by memory operations with the knob at 0 or no device support",
                  memops);
-    else if (!knob)
-        MT_CHECK(memops == qualifying, "%lld payloads written by memory operations, of %lld that qualify", memops,
-                 qualifying);
+    else if (knob >= 16)
+        MT_CHECK(memops == qualifying && refused == 0,
+                 "%lld payloads written by memory operations, of %lld that qualify (%lld refused by the driver)",
+                 memops, qualifying, refused);
     else
         MT_CHECK(memops <= qualifying, "%lld payloads written by memory operations, of %lld that qualify", memops,
                  qualifying);
@@ -1383,7 +1394,8 @@ static const gpu_case_t cases[] = {
      c_large_host_sends_into_device_take_shared_staging, 0},
     {"window_of_pulls_goes_to_the_device_in_batches", c_window_of_pulls_goes_to_the_device_in_batches, 0},
     {"pulls_are_answered_through_the_senders_fin_word", c_pulls_are_answered_through_the_senders_fin_word, 0},
-    {"small_host_payloads_into_device_memory_by_memory_writes", c_small_host_payloads_into_device_by_memory_writes, 0},
+    {"small_host_payloads_into_device_memory_by_memory_writes",
+     c_small_host_payloads_into_device_memory_by_memory_writes, 0},
 #if CUDA_P2P_COPY_FLAGS
     {"staging_copies_write_their_done_words", c_staging_copies_write_their_done_words, 0},
 #endif
@@ -1400,14 +1412,18 @@ int main(int argc, char **argv) {
 #if CUDA_P2P_FIN_MESSAGE
     setenv("MPIACC_IPC_FIN_WORD", "0", 1);
 #endif
+#if CUDA_P2P_MEMOP_REFUSED
+    setenv("MPIACC_FAULT_MEMOP", "1:1", 1);
+#endif
     MT_INIT(&argc, &argv);
     gpu_setup(CUDA_P2P_SAME_GPU ? 0 : -1);
     if (!gpu_skip_why && mt_rank == 0)
         printf("# variant: %s%s\n", CUDA_P2P_SAME_GPU ? "both ranks on device 0" : "device = rank % devices",
-               CUDA_P2P_NO_IPC        ? (CUDA_P2P_COPY_FLAGS ? ", MPIACC_IPC=0 (pipeline), MPIACC_CUDA_COPY_FLAGS=1"
-                                                             : ", MPIACC_IPC=0 (pipeline)")
-               : CUDA_P2P_FIN_MESSAGE ? ", MPIACC_IPC_FIN_WORD=0 (pulls answered by FIN message)"
-                                      : "");
+               CUDA_P2P_NO_IPC          ? (CUDA_P2P_COPY_FLAGS ? ", MPIACC_IPC=0 (pipeline), MPIACC_CUDA_COPY_FLAGS=1"
+                                                               : ", MPIACC_IPC=0 (pipeline)")
+               : CUDA_P2P_FIN_MESSAGE   ? ", MPIACC_IPC_FIN_WORD=0 (pulls answered by FIN message)"
+               : CUDA_P2P_MEMOP_REFUSED ? ", MPIACC_FAULT_MEMOP=1:1 (rank 1's first memop write refused)"
+                                        : "");
     gpu_run_cases(cases, (int)(sizeof cases / sizeof cases[0]));
     gpu_teardown();
     return mt_finalize();

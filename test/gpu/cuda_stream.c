@@ -465,11 +465,13 @@ static void c_later_stream_work_does_not_delay_isend(void) {
 
 /* MPI_Irecv into device memory with MPIX_ACC_STREAM writes only after the work already
  * on that stream: a kernel that spins and then writes the receive buffer must not
- * overwrite the message. Host (4 KiB) and device (1 MiB + 3) senders. */
+ * overwrite the message. Host (8 B, 4 KiB) and device (1 MiB + 3) senders. */
 static void c_irecv_with_stream_writes_after_prior_work(void) {
     if (!require_kernels()) return;
-    static const size_t sz[] = {4 * KiB, MiB + 3};
-    for (int k = 0; k < 2; ++k) {
+    /* 8 B goes in by stream memory writes (MPIACC_CUDA_MEMOP_MAX) behind the stream's
+     * work, 4 KiB by a copy of the host payload, MiB + 3 pulled or piped. */
+    static const size_t sz[] = {8, 4 * KiB, MiB + 3};
+    for (int k = 0; k < 3; ++k) {
         size_t n = sz[k];
         int tag = 700 + k;
         if (mt_rank == 0) {
@@ -477,7 +479,7 @@ static void c_irecv_with_stream_writes_after_prior_work(void) {
             launch_fill(ustream, d, n, 7000 + k);
             CK(cudaStreamSynchronize(ustream));
             MCK(MPI_Barrier(W)); /* the receive, and the kernel before it, are under way */
-            if (k == 0) {
+            if (k < 2) {
                 unsigned char *h = malloc(n);
                 if (!h) gpu_die(__FILE__, __LINE__, "out of memory");
                 mt_fill(h, n, 7000 + k);

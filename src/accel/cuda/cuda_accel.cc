@@ -529,7 +529,7 @@ struct DeviceState {
     // Payloads of at most MPIACC_CUDA_MEMOP_MAX bytes from host memory go into device
     // memory as stream memory writes of their words, with the done word written behind
     // them, in one cuStreamBatchMemOp (needs 64-bit stream memory operations).
-    bool memop_writes = false;
+    std::atomic<bool> memop_writes{false};
     // IPC pulls deferred in an open CopyBatch, enqueued together on the pull stream; null
     // where cudaMemcpyBatchAsync is missing (runtime or driver before 12.8) or
     // MPIACC_CUDA_BATCH_PULLS=0.
@@ -613,7 +613,7 @@ public:
           by_kernel_(by_kernel),
           may_flag_(may_flag && device_->flag_copies && !at_once),
           at_once_(at_once && bounded_),
-          by_memop_(by_memop) {}
+          memop_(by_memop) {}
     ~CopyCompletion() override;
 
     // Enqueue now, or (host_orders) once the dependencies have completed, or (a pull in
@@ -695,7 +695,9 @@ public:
                 cpu_relax();
                 if (clock::now() - started_at_ >= patience) break;
             }
-            if (by_kernel_ || tracker_->known_done(seq_)) return;
+            // A polled memop write has no event, and synchronizing the stream would wait
+            // for later copies on it too: test() goes on asking, as for a kernel copy.
+            if (by_kernel_ || (memop_ && !at_once_) || tracker_->known_done(seq_)) return;
         }
         if (!done_) {
             // Nothing of ours was in flight when the copy went on the stream, and it
@@ -729,6 +731,14 @@ private:
     }
     void defer();
     void flush_batch();
+    // MPIACC_FAULT_MEMOP: whether this memop write, counted in this process, is to be
+    // refused.
+    static bool memop_fault_planned() {
+        const Context &ctx = context();
+        if (ctx.knobs.fault_memop.empty()) return false;
+        static std::atomic<long> writes{0};
+        return fault_planned(ctx.knobs.fault_memop, ctx.world_rank, ++writes);
+    }
     // MPIACC_FAULT_PULL: whether this pull, counted in this process, is to fail.
     void plan_pull_fault() {
         const Context &ctx = context();
@@ -764,21 +774,32 @@ private:
         DeviceGuard guard(device_->ordinal, device_->driver.get());
         cudaError_t e = guard.error();
         const char *step = "cudaSetDevice";
+        // Once a device's driver has refused a batch, its small copies go to a copy engine.
+        if (memop_ && !device_->memop_writes.load(std::memory_order_relaxed)) memop_ = false;
         // A memop write is seen done by its word (test() asks the stream past the
         // patience): no event behind it.
-        if (e == cudaSuccess && !at_once_ && !by_memop_) {
+        if (e == cudaSuccess && !at_once_ && !memop_) {
             done_ = device_->events->acquire(why);
             if (!done_) {
                 fail(*why);
                 return error_;
             }
         }
-        std::lock_guard<std::mutex> order(tracker_->enqueue_mutex);
+        std::unique_lock<std::mutex> order(tracker_->enqueue_mutex);
         for (std::size_t i = 0; e == cudaSuccess && i < deps_.size(); ++i) {
             step = "cudaStreamWaitEvent";
             e = quiet(cudaStreamWaitEvent(stream_, deps_[i]->get(), 0));
         }
-        if (e == cudaSuccess && by_memop_ && write_words()) {
+        if (e == cudaSuccess && memop_) {
+            if (!write_words()) {
+                // Refused (write_words marked the device): this copy goes to a copy
+                // engine with an event, as any other, and like a pageable source only
+                // once its dependencies have completed (test() starts it then). The
+                // waits just enqueued only repeat what the copy will wait for.
+                memop_ = false;
+                order.unlock();
+                return deps_.empty() ? start(why) : MPI_SUCCESS;
+            }
             MPIACC_COUNT("cuda.copy.memop");
         } else if (e == cudaSuccess && by_kernel_) {
             step = "cudaLaunchKernel (mpiacc_copy_small)";
@@ -833,7 +854,7 @@ private:
     // by_memop: the payload's words, read from host memory now, and the stream's done
     // word behind them, in one cuStreamBatchMemOp. Each write is fenced (the only kind
     // the v2 API has), so the done word is seen after the payload's. False when the
-    // driver refuses it: the copy then goes to a copy engine as any other.
+    // driver refuses it, and the device's later copies do not try again.
     bool write_words() {
         CUstreamBatchMemOpParams ops[kMemopMaxBytes / 4 + 1];
         std::memset(ops, 0, sizeof ops);
@@ -859,10 +880,13 @@ private:
         ops[n].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
         ++n;
         MPIACC_PROBE("copy.enqueue");
-        const CUresult r = device_->driver->stream_batch_mem_op(reinterpret_cast<CUstream>(stream_), n, ops, 0);
+        const CUresult r = memop_fault_planned()
+                               ? CUDA_ERROR_NOT_SUPPORTED
+                               : device_->driver->stream_batch_mem_op(reinterpret_cast<CUstream>(stream_), n, ops, 0);
         MPIACC_PROBE("copy.enqueued");
         if (r != CUDA_SUCCESS) {
             MPIACC_COUNT("cuda.copy.memop_refused");
+            device_->memop_writes.store(false, std::memory_order_relaxed);
             return false;
         }
         flagged_ = true;
@@ -899,7 +923,7 @@ private:
     const bool by_kernel_;
     const bool may_flag_;             // a copy-engine copy to flag (not an IPC pull)
     const bool at_once_;              // CopyUse::WAITED_AT_ONCE, bounded: no event behind it
-    const bool by_memop_;             // host words written by stream memory operations
+    bool memop_;                      // host words written by stream memory operations
     bool flagged_ = false;            // a copy-engine copy that writes the done word behind it
     clock::time_point started_at_{};  // kernel and flagged copies: when it was enqueued
     bool started_ = false;
@@ -1313,10 +1337,10 @@ private:
     }
 
     // Whether a copy of `len` bytes from host memory `src` into `dst`, this buffer's own
-    // device memory, goes as stream memory writes of its words (write_words): small, in
-    // whole 4-byte words at 4-byte addresses.
+    // device memory (not an IPC mapping), goes as stream memory writes of its words
+    // (write_words): small, in whole 4-byte words at 4-byte addresses.
     bool by_memop(void *dst, const void *src, const void *host, std::size_t len) const {
-        return device_->memop_writes && host == src && len > 0 &&
+        return device_->memop_writes.load(std::memory_order_relaxed) && host == src && !mapping_ && len > 0 &&
                len <= std::min(kMemopMaxBytes, knobs().cuda_memop_max) && len % 4 == 0 && as_addr(dst) % 4 == 0 &&
                kernel_addressable(device_->ordinal);
     }
@@ -1525,7 +1549,7 @@ std::shared_ptr<DeviceState> CudaAccel::State::device_state(int ordinal, std::st
                 state->done_words_dev = static_cast<std::uint64_t *>(dev);
                 state->copy_kernel = kernel;
                 state->flag_copies = flags;
-                state->memop_writes = memops;
+                state->memop_writes.store(memops, std::memory_order_relaxed);
                 for (std::size_t i = 0; i < state->trackers.size(); ++i)
                     state->trackers[i]->set_done_word(&state->done_words[i]);
             } else {
