@@ -7,7 +7,7 @@
 #   bash maint/diag/lib-ab.sh --tarball REV      (writes .device/old.tar.gz)
 # Then on the GPU machine, through maint/gpu-check (which builds this tree first and
 # exports MPIEXEC, MPICC and MPICXX):
-#   AB_COMMAND='$MPIEXEC -n 2 $AB_ENV bench/pt2pt --rounds 1 --sizes 1M --label $AB_LABEL --csv /dev/stdout' \
+#   AB_COMMAND='$MPIEXEC -n 2 $AB_ENV bench/pt2pt --rounds 1 --sizes 1M --dirs "D->D" --label $AB_LABEL --csv /dev/stdout' \
 #     GPU_CHECK_SCRIPT=maint/diag/lib-ab.sh bash maint/gpu-check
 # The old tree is built beside this one and its libmpiacc.so preloaded: AB_COMMAND runs
 # once per build and round, new first, with $AB_ENV set to `env` or `env LD_PRELOAD=…`
@@ -36,6 +36,12 @@ fi
 
 out=${1:?OUTDIR, or --tarball REV}
 : "${AB_COMMAND:?AB_COMMAND: the command line to compare (see the top of this file)}"
+# AB_COMMAND is eval'ed: an unquoted direction list (--dirs D->H) is a redirect to a file
+# named "D-", and the rounds print nothing (sessions 30 and 32 each lost a device call so).
+if [[ "$AB_COMMAND" =~ --dirs[[:space:]]+[A-Z] ]]; then
+  echo "lib-ab: quote the --dirs list in AB_COMMAND (--dirs \"D->D,H->D\"): eval reads -> as a redirect" >&2
+  exit 2
+fi
 source "$(dirname "$0")/diag-log.sh"
 diag_log lib-ab "AB_COMMAND=$AB_COMMAND"
 tarball=${AB_OLD_TARBALL:-$root/.device/old.tar.gz}
