@@ -243,16 +243,19 @@ void PeerSegmentPins::unpin_all() {
     while (!mapping_at_.empty()) unpin(mapping_at_.begin()->first);
 }
 
-bool peer_segments_reachable(int owner_rank, int pid) {
+const char *peer_process_unreachable(int owner_rank, int pid, std::uint64_t their_namespace,
+                                     std::uint64_t our_namespace) {
+    if (their_namespace == 0 || their_namespace != our_namespace) return "is in another PID namespace";
     static std::map<std::pair<int, int>, bool> known;
     auto found = known.find({owner_rank, pid});
-    if (found != known.end()) return found->second;
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/%d/fd", pid);
-    DIR *dir = opendir(path);
-    if (dir) closedir(dir);
-    known[{owner_rank, pid}] = dir != nullptr;
-    return dir != nullptr;
+    if (found == known.end()) {
+        char path[64];
+        std::snprintf(path, sizeof path, "/proc/%d/fd", pid);
+        DIR *dir = opendir(path);
+        if (dir) closedir(dir);
+        found = known.emplace(std::make_pair(owner_rank, pid), dir != nullptr).first;
+    }
+    return found->second ? nullptr : "has descriptors this process cannot open";
 }
 
 void unmap_peer_segments() {

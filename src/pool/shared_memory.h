@@ -91,9 +91,13 @@ private:
     std::atomic<std::int64_t> &unpins_;
     std::map<void *, std::uint64_t> mapping_at_;  // base -> the mapping registered there
 };
-// Whether this process may open process `pid`'s descriptors (the same test the kernel
-// makes for each segment): asked once per (rank, pid).
-bool peer_segments_reachable(int owner_rank, int pid);
+// Why this process may not open the descriptors of process `pid` (world rank
+// `owner_rank`), in PID namespace `their_namespace` (0: unknown) where ours is
+// `our_namespace` (a pid names the same process only within one namespace), as the end
+// of a sentence about that rank; null when it may. The kernel's own test for each segment
+// (may /proc/PID/fd be opened) is asked once per (rank, pid).
+const char *peer_process_unreachable(int owner_rank, int pid, std::uint64_t their_namespace,
+                                     std::uint64_t our_namespace);
 // MPI_Finalize, once nothing can copy from them any more (after the accelerators have let
 // go of their registrations).
 void unmap_peer_segments();

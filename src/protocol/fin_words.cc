@@ -82,10 +82,9 @@ bool PeerFinWords::write(int rank, const FinWordsOffer &offer, std::uint64_t pid
         p.reach = Reach::UNREACHABLE;
         if (offer.words == 0 || offer.where.segment_bytes < std::uint64_t{offer.words} * sizeof(std::uint64_t)) {
             *why = format("rank %d offers no FIN words", rank);
-        } else if (offer.pid_namespace == 0 || offer.pid_namespace != pid_namespace) {
-            *why = format("rank %d is in another PID namespace", rank);
-        } else if (!peer_segments_reachable(rank, offer.pid)) {
-            *why = format("rank %d's descriptors cannot be opened from here", rank);
+        } else if (const char *unreachable =
+                       peer_process_unreachable(rank, offer.pid, offer.pid_namespace, pid_namespace)) {
+            *why = format("rank %d %s", rank, unreachable);
         } else {
             // Held for the rest of the run (one use that is never released), so it is never
             // unmapped to make room for staging segments.

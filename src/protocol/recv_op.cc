@@ -564,9 +564,8 @@ void RecvOp::on_envelope(const Envelope &env) {
 bool RecvOp::shared_staging_usable(const Envelope &env) const {
     const Context &ctx = context();
     return (env.flags & kEnvelopeSharedStaging) && !(env.flags & kEnvelopeHasIpc) && env.node_id == ctx.node_id &&
-           ctx.knobs.shared_staging && env.shared.pid_namespace != 0 && env.shared.pid_namespace == ctx.pid_namespace &&
-           (dest_.kind == BufKind::HOST || dest_.device->copies_from_peer_segments()) &&
-           peer_segments_reachable(env.sender_rank, env.shared.pid);
+           ctx.knobs.shared_staging && (dest_.kind == BufKind::HOST || dest_.device->copies_from_peer_segments()) &&
+           !peer_process_unreachable(env.sender_rank, env.shared.pid, env.shared.pid_namespace, ctx.pid_namespace);
 }
 
 // A notice arrived for chunk `c`: its bytes go from the sender's slot to the device, or
