@@ -174,6 +174,7 @@ void finalize_context() {
     ctx.retired_ops.clear();
     ctx.user_ops.clear();
     ctx.host_staging.reset();  // no send is left to read it, and receivers finished with each chunk
+    ctx.host_chunks.reset();   // every chunk send in it has completed or been retired
     release_all_host_recvs();
     ctx.stash.clear();
     ctx.probed_messages.clear();
@@ -200,6 +201,14 @@ PinnedPool *host_staging_pool() {
         ctx.host_staging = make_host_staging_pool(static_cast<std::size_t>(ctx.knobs.chunk_size),
                                                   static_cast<std::size_t>(ctx.knobs.pool_size));
     return ctx.host_staging.get();
+}
+
+PinnedPool *host_chunk_pool() {
+    Context &ctx = context();
+    if (!ctx.host_chunks)
+        ctx.host_chunks = make_host_chunk_pool(static_cast<std::size_t>(ctx.knobs.chunk_size),
+                                               static_cast<std::size_t>(ctx.knobs.pool_size));
+    return ctx.host_chunks.get();
 }
 
 bool same_node(int world_peer) {

@@ -93,6 +93,8 @@ public:
     std::vector<std::uint64_t> node_ids;  // by world rank: who shares this node
     // SHARED mode's slots for host send buffers (host_staging_pool()).
     std::unique_ptr<PinnedPool> host_staging;
+    // Huge-page slots for host pipeline chunks to a peer on this node (host_chunk_pool()).
+    std::unique_ptr<PinnedPool> host_chunks;
     // By world rank: small blocking device sends still to go by the staged eager path
     // before IPC is offered to that peer again (it declined the last offer: the data
     // went to host memory). See send_common.
@@ -215,6 +217,7 @@ bool ipc_pull_offered(BufKind kind, MPI_Comm comm, int dest);
 // The slots a host send buffer is staged through in SHARED mode: shared memory, made on
 // first use (StateLock held), pool_size bytes in chunk_size slots, kept to MPI_Finalize.
 PinnedPool *host_staging_pool();
+PinnedPool *host_chunk_pool();
 
 // The world rank of `rank` in `comm` (remote group for intercommunicators).
 int world_rank_of(MPI_Comm comm, int rank);

@@ -33,4 +33,26 @@ std::unique_ptr<PinnedPool> make_host_staging_pool(std::size_t slot_size, std::s
     return std::make_unique<PinnedPool>(std::make_unique<SharedHostAllocator>(), slot_size, capacity_bytes);
 }
 
+HugePageHostAllocator::~HugePageHostAllocator() {
+    for (auto &kv : mapped_) unmap_staging_memory(kv.first, kv.second);
+}
+
+void *HugePageHostAllocator::allocate(std::size_t bytes, std::string *why) {
+    std::size_t mapped = 0;
+    void *p = map_staging_memory(bytes, &mapped, why);
+    if (p) mapped_.emplace(p, mapped);
+    return p;
+}
+
+void HugePageHostAllocator::release(void *ptr) {
+    auto found = mapped_.find(ptr);
+    if (found == mapped_.end()) return;
+    unmap_staging_memory(found->first, found->second);
+    mapped_.erase(found);
+}
+
+std::unique_ptr<PinnedPool> make_host_chunk_pool(std::size_t slot_size, std::size_t capacity_bytes) {
+    return std::make_unique<PinnedPool>(std::make_unique<HugePageHostAllocator>(), slot_size, capacity_bytes);
+}
+
 }  // namespace mpiacc

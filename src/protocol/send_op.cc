@@ -267,6 +267,7 @@ void SendOp::start_data() {
         return;
     } else {
         MPIACC_COUNT("protocol.send.pipeline");
+        stage_host_chunks_ = source_.kind == BufKind::HOST && ctx.knobs.host_chunk_staging && same_node(peer_);
     }
     if (source_.kind == BufKind::HOST && !source_.contiguous_host()) {
         source_.packed.resize(source_.bytes);
@@ -302,20 +303,7 @@ void SendOp::pipeline_step() {
             trace_chunk(ChunkEvent::SEND_COPY_DONE, id_, c.index);
         }
     }
-    // Chunks go out in order: the receiver matches them by order on one tag.
-    bool posted = true;
-    while (posted) {
-        posted = false;
-        for (auto &c : chunks_) {
-            if (c.index == next_to_send_ && c.stage == ChunkState::Stage::NETWORK && !c.sent) {
-                if (!post_chunk(c, tag)) return;
-                c.sent = true;
-                trace_chunk(ChunkEvent::SEND_POST, id_, c.index);
-                ++next_to_send_;
-                posted = true;
-            }
-        }
-    }
+    if (!post_ready_chunks(tag)) return;
     for (auto it = chunks_.begin(); it != chunks_.end();) {
         if (it->sent && netmod().test(&it->request) && !it->awaiting_ack) {
             trace_chunk(ChunkEvent::SEND_DONE, id_, it->index);
@@ -329,6 +317,12 @@ void SendOp::pipeline_step() {
     while (chunks_.size() < depth_ && next_chunk_ < nchunks_) {
         ChunkState c = ChunkState::at(next_chunk_, chunk_size_, send_bytes_);
         if (source_.kind == BufKind::HOST && !shared_) {
+            if (void *slot = host_chunk_slot(c)) {
+                std::memcpy(slot, source_.contiguous_host() + c.offset, c.len);
+                c.staging = slot;
+                c.pool = host_chunk_pool();
+                MPIACC_COUNT("protocol.send.host_chunk_staged");
+            }
             c.stage = ChunkState::Stage::NETWORK;
         } else {
             // A device buffer's chunk is copied into a slot of its pool; in SHARED mode a
@@ -364,14 +358,30 @@ void SendOp::pipeline_step() {
         if (ctx.knobs.verbose >= 2)
             std::fprintf(stderr, "[mpiacc %d] id=%llu chunk %zu/%zu\n", ctx.world_rank,
                          static_cast<unsigned long long>(id_), next_chunk_, nchunks_);
-    }
-    // A chunk made ready by this round goes out now rather than next round.
-    if (!chunks_.empty() && chunks_.front().index == next_to_send_ &&
-        chunks_.front().stage == ChunkState::Stage::NETWORK && !chunks_.front().sent) {
-        pipeline_step();
-        return;
+        // A host chunk is ready now: it goes out before the CPU copies the next one, which
+        // the receiver's copy of this one then overlaps.
+        if (!post_ready_chunks(tag)) return;
     }
     if (chunks_done_ == nchunks_) finish();
+}
+
+// Posts the chunks that are ready, in order: the receiver matches them by order on one
+// tag. False once the op failed.
+bool SendOp::post_ready_chunks(int tag) {
+    bool posted = true;
+    while (posted) {
+        posted = false;
+        for (auto &c : chunks_) {
+            if (c.index == next_to_send_ && c.stage == ChunkState::Stage::NETWORK && !c.sent) {
+                if (!post_chunk(c, tag)) return false;
+                c.sent = true;
+                trace_chunk(ChunkEvent::SEND_POST, id_, c.index);
+                ++next_to_send_;
+                posted = true;
+            }
+        }
+    }
+    return true;
 }
 
 // A free slot of `pool` for the next chunk, or null: no slot free (wait), or the op
@@ -385,6 +395,16 @@ void *SendOp::acquire_slot(PinnedPool *pool) {
     if (!slot && pool->allocations() == 0 && !pool->last_error().empty())
         fail(MPI_ERR_NO_MEM, ("no pinned staging memory: " + pool->last_error()).c_str());
     return slot;
+}
+
+// A huge-page slot for host chunk `c` of a pipeline transfer, or null: it goes from the
+// user's buffer. Never waited for, since the chunk can always go as it is. The first chunk
+// goes as it is while no other send of ours is in flight: the receiver reads it while the
+// next one is copied, so a lone message pays no copy of its own.
+void *SendOp::host_chunk_slot(const ChunkState &c) {
+    if (!stage_host_chunks_ || (c.index == 0 && context().senders.size() <= 1)) return nullptr;
+    PinnedPool *pool = host_chunk_pool();
+    return c.len <= pool->slot_size() ? pool->acquire() : nullptr;
 }
 
 // Posts chunk `c`'s send: its bytes (pipeline), or a notice of where they are (SHARED).

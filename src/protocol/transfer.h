@@ -181,13 +181,18 @@ private:
     void start_data();
     void pipeline_step();
     void *acquire_slot(PinnedPool *pool);
+    void *host_chunk_slot(const ChunkState &c);
     bool post_chunk(ChunkState &c, int tag);
+    bool post_ready_chunks(int tag);
     void finish();
     void read_fin_word();
     void release_fin_word();
 
     enum class State { AWAIT_REPLY, DATA, DONE } state_ = State::AWAIT_REPLY;
     bool shared_ = false;  // SHARED mode: chunks stay in our slots, the receiver copies them
+    // PIPELINE mode, host buffer: chunks go through huge-page slots (host_chunk_pool())
+    // where one is free, for a receiver on this node.
+    bool stage_host_chunks_ = false;
     MessageBuffer source_;
     Envelope envelope_{};
     MPI_Request envelope_request_ = MPI_REQUEST_NULL;
