@@ -45,7 +45,7 @@ static void admission_window(ocl_env *e, int tag, size_t n, int expect_queued) {
 }
 
 /* Five one-chunk sends wait for a user event, so their receives stay admitted (5 of the
- * default budget of 8 chunks); a two-chunk receive (a share of 4) then waits, and a
+ * budget of 8 chunks); a two-chunk receive (a share of 4) then waits, and a
  * one-chunk receive posted once it waits must wait behind it rather than take the 6th
  * chunk, until the event is set. The held sends come from a second context, so that
  * their copies, queued behind the event on MPI-ACC's queue for that context, hold up
@@ -112,8 +112,10 @@ static void single_does_not_pass_waiting_several(ocl_env *e, int tag) {
 }
 
 int main(int argc, char **argv) {
-    /* Knobs are read at MPI_Init. */
+    /* Knobs are read at MPI_Init. The admission cases count against two transfers'
+     * budget (8 chunks), whatever the default. */
     setenv("MPIACC_POOL_SIZE", "16M", 1);
+    setenv("MPIACC_PIPELINE_TRANSFERS", "2", 1);
     MT_INIT(&argc, &argv);
     const char *names[] = {"thousand_concurrent_1mib_isends_through_16mib_pool_complete",
                            "window_of_eight_two_chunk_pipeline_receives_queues_and_all_arrive",
@@ -155,7 +157,7 @@ int main(int argc, char **argv) {
         MPI_Type_free(&t);
     }
     /* cl_mem -> host is a pipeline transfer. The receiver admits per sender
-     * MPIACC_PIPELINE_TRANSFERS (2) transfers of several chunks, or 2 x MPIACC_PIPELINE_DEPTH
+     * MPIACC_PIPELINE_TRANSFERS (set to 2 here) transfers of several chunks, or 2 x MPIACC_PIPELINE_DEPTH
      * (4) of one chunk; the rest wait before their CTS. */
     MT_CASE(names[1]) admission_window(&e, 5100, (2 << 20) + 3, 1);
     MT_CASE(names[2]) admission_window(&e, 5200, (1 << 20) + 3, 0);
