@@ -325,8 +325,8 @@ void finish_envelope_ops(std::vector<std::pair<int, std::unique_ptr<RecvOp>>> &o
     // filling staging slots for it, and an op nobody drives stops receiving after its
     // first `depth` chunks while its sender keeps those slots. Finishing a window of
     // 16 MiB cl_mem -> host receives one by one hung as soon as the parked ones held
-    // the sender's whole pool (MPIACC_PIPELINE_TRANSFERS=0, or a pool under about two
-    // transfers' depth of slots).
+    // the sender's whole pool (MPIACC_PIPELINE_TRANSFERS=0, or a pool under about
+    // MPIACC_PIPELINE_TRANSFERS transfers' depth of slots).
     progress_until([&] {
         StateLock lock;
         CopyBatch batch;  // the pulls these envelopes start go to the device together
