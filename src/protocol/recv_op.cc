@@ -655,7 +655,7 @@ void RecvOp::tell_sender_done(std::uint16_t status) {
 // others wait before their CTS, holding nothing. A window of 32 large transfers otherwise
 // interleaved 128 chunk messages in MPICH at once (each progress round walked all of
 // them), and 4-16 MiB windows ran at 0.6 of two at a time with eight (IPC off, two H200s),
-// while four kept the receiver's copy busy behind a sender that stages its host chunks;
+// while three kept the receiver's copy busy behind a sender that stages its host chunks;
 // windows of single-chunk transfers, two at a time, ran 20-60% slower at 64 KiB-1 MiB
 // than eight at a time. A single chunk does not pass a waiting transfer of several: a
 // steady run of small receives would otherwise keep the larger one from its CTS.
