@@ -195,21 +195,20 @@ void finalize_context() {
     ctx.cuda_accel = nullptr;
 }
 
-PinnedPool *host_staging_pool() {
-    Context &ctx = context();
-    if (!ctx.host_staging)
-        ctx.host_staging = make_host_staging_pool(static_cast<std::size_t>(ctx.knobs.chunk_size),
-                                                  static_cast<std::size_t>(ctx.knobs.pool_size));
-    return ctx.host_staging.get();
+namespace {
+// A host pool of chunk-sized slots, made on first use and kept to MPI_Finalize.
+PinnedPool *host_pool(std::unique_ptr<PinnedPool> *pool,
+                      std::unique_ptr<PinnedPool> (*make)(std::size_t slot_size, std::size_t capacity_bytes)) {
+    const Context &ctx = context();
+    if (!*pool)
+        *pool = make(static_cast<std::size_t>(ctx.knobs.chunk_size), static_cast<std::size_t>(ctx.knobs.pool_size));
+    return pool->get();
 }
+}  // namespace
 
-PinnedPool *host_chunk_pool() {
-    Context &ctx = context();
-    if (!ctx.host_chunks)
-        ctx.host_chunks = make_host_chunk_pool(static_cast<std::size_t>(ctx.knobs.chunk_size),
-                                               static_cast<std::size_t>(ctx.knobs.pool_size));
-    return ctx.host_chunks.get();
-}
+PinnedPool *host_staging_pool() { return host_pool(&context().host_staging, make_host_staging_pool); }
+
+PinnedPool *host_chunk_pool() { return host_pool(&context().host_chunks, make_host_chunk_pool); }
 
 bool same_node(int world_peer) {
     Context &ctx = context();
