@@ -3,7 +3,7 @@
  * rendezvous the call starts has its CTS out, so the sender fills staging slots for each;
  * they must all be driven at once (DESIGN 2.7: pools never deadlock). Finishing them one
  * after another hung: the parked ones kept the sender's whole pool. (With the default of
- * two transfers admitted per sender that takes a race; with no limit it is certain.)
+ * three transfers admitted per sender that takes a race; with no limit it is certain.)
  * MPIACC-TEST-RANKS: 2 */
 #include <unistd.h>
 
