@@ -217,6 +217,8 @@ bool ipc_pull_offered(BufKind kind, MPI_Comm comm, int dest);
 // The slots a host send buffer is staged through in SHARED mode: shared memory, made on
 // first use (StateLock held), pool_size bytes in chunk_size slots, kept to MPI_Finalize.
 PinnedPool *host_staging_pool();
+// The huge-page slots a host send buffer's pipeline chunks go through to a receiver on
+// this node (not shared memory), made and kept the same way.
 PinnedPool *host_chunk_pool();
 
 // The world rank of `rank` in `comm` (remote group for intercommunicators).

@@ -318,9 +318,7 @@ void SendOp::pipeline_step() {
         ChunkState c = ChunkState::at(next_chunk_, chunk_size_, send_bytes_);
         if (source_.kind == BufKind::HOST && !shared_) {
             if (void *slot = host_chunk_slot(c)) {
-                std::memcpy(slot, source_.contiguous_host() + c.offset, c.len);
-                c.staging = slot;
-                c.pool = host_chunk_pool();
+                copy_host_chunk(c, slot, host_chunk_pool());
                 MPIACC_COUNT("protocol.send.host_chunk_staged");
             }
             c.stage = ChunkState::Stage::NETWORK;
@@ -335,12 +333,11 @@ void SendOp::pipeline_step() {
                 MPIACC_COUNT("pool.wait");
                 break;  // back-pressure: wait for a slot
             }
-            c.staging = slot;
-            c.pool = pool;
             if (!source_.device) {
-                std::memcpy(slot, source_.contiguous_host() + c.offset, c.len);
-                c.stage = ChunkState::Stage::NETWORK;
+                copy_host_chunk(c, slot, pool);
             } else {
+                c.staging = slot;
+                c.pool = pool;
                 std::string why;
                 int rc = chunk_copy_fault(&why) ? MPI_ERR_OTHER
                                                 : source_.device->copy_to_host(c.offset, slot, c.len, &c.copy, &why);
@@ -405,6 +402,14 @@ void *SendOp::host_chunk_slot(const ChunkState &c) {
     if (!stage_host_chunks_ || (c.index == 0 && context().senders.size() <= 1)) return nullptr;
     PinnedPool *pool = host_chunk_pool();
     return c.len <= pool->slot_size() ? pool->acquire() : nullptr;
+}
+
+// Host chunk `c` goes from `slot` of `pool`: its bytes are copied there now.
+void SendOp::copy_host_chunk(ChunkState &c, void *slot, PinnedPool *pool) {
+    std::memcpy(slot, source_.contiguous_host() + c.offset, c.len);
+    c.staging = slot;
+    c.pool = pool;
+    c.stage = ChunkState::Stage::NETWORK;
 }
 
 // Posts chunk `c`'s send: its bytes (pipeline), or a notice of where they are (SHARED).

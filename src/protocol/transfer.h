@@ -182,6 +182,7 @@ private:
     void pipeline_step();
     void *acquire_slot(PinnedPool *pool);
     void *host_chunk_slot(const ChunkState &c);
+    void copy_host_chunk(ChunkState &c, void *slot, PinnedPool *pool);
     bool post_chunk(ChunkState &c, int tag);
     bool post_ready_chunks(int tag);
     void finish();
