@@ -956,6 +956,63 @@ TEST_F(OpenClAccelTest, a_pinned_peer_segment_is_let_go_when_unmapped_and_its_ad
     }
 }
 
+// A receiver pins a peer's segment the first time a notice names it, while the peer may
+// still be copying its next chunk into another slot of that segment: new memory, touched
+// for the first time. Pinning must not write into it. NVIDIA's OpenCL, asked to map the
+// USE_HOST_PTR buffer for reading, wrote older bytes back over the peer's copy in 149 of
+// 200 trials (maint/diag/ocl-wrap-writeback.c; pt2pt_opencl once found 12 KiB of zeros
+// at the end of a chunk).
+TEST_F(OpenClAccelTest, pinning_a_peer_segment_never_writes_into_it_while_the_peer_copies) {
+    constexpr std::size_t kBytes = 4 << 20, kWords = kBytes / 8;
+    auto accel = make_accel(4);
+    MemRef mem = zeroed_buffer(kBytes);
+    auto buffer = capture_ok(*accel, mem.get(), kBytes, queue_attrs(user_.queue.get()));
+    ASSERT_TRUE(buffer);
+    std::string why;
+    for (int trial = 0; trial < 40; ++trial) {
+        SCOPED_TRACE("trial " + std::to_string(trial));
+        SharedSegment owned;  // the peer's, never touched: as the pool makes it
+        ASSERT_EQ(create_shared_segment(kBytes, &owned, &why), MPI_SUCCESS) << why;
+        std::uint64_t mapping = 0;
+        void *base = map_peer_segment(3, getpid(), shared_location(owned), &mapping, &why);
+        ASSERT_NE(base, nullptr) << why;
+        auto *peer_words = static_cast<std::uint64_t *>(owned.base);
+        const auto word = [trial](std::size_t i) {
+            return (std::uint64_t{0xC0FFEE} << 40) ^ (std::uint64_t(trial) << 32) ^ i;
+        };
+        std::atomic<bool> go{false};
+        std::thread peer([&] {
+            while (!go.load()) {
+            }
+            // Start somewhere in the pin's span, as the peer's next copy does.
+            const auto start = std::chrono::steady_clock::now() + std::chrono::microseconds(trial * 37 % 800);
+            while (std::chrono::steady_clock::now() < start) {
+            }
+            for (std::size_t i = 0; i < kWords; ++i) peer_words[i] = word(i);
+        });
+        go.store(true);
+        const bool pinned = buffer->pin_host_region(base, kBytes, mapping, &why);
+        peer.join();
+        ASSERT_TRUE(pinned) << why;
+        std::size_t lost = 0, first = kWords;
+        for (std::size_t i = 0; i < kWords; ++i)
+            if (peer_words[i] != word(i)) {
+                if (first == kWords) first = i;
+                ++lost;
+            }
+        ASSERT_EQ(lost, 0u) << "the peer's copy lost " << lost * 8 << " bytes, the first at byte " << first * 8;
+        // And the device reads what the peer wrote.
+        std::unique_ptr<Completion> done;
+        ASSERT_EQ(buffer->copy_from_host(0, base, kBytes, &done, &why), MPI_SUCCESS) << why;
+        ASSERT_TRUE(wait_for(*done));
+        std::vector<unsigned char> got = read_blocking(mem.get(), 0, kBytes);
+        ASSERT_EQ(std::memcmp(got.data(), owned.base, kBytes), 0);
+        release_peer_segment(base);
+        destroy_shared_segment(&owned);
+    }
+    unmap_peer_segments();
+}
+
 TEST_F(OpenClAccelTest, shutdown_releases_every_reference_on_user_context) {
     cl_uint baseline = context_reference_count(user_.context.get());
     auto accel = make_accel(4);

@@ -140,9 +140,9 @@ struct EntrySettings {
 // makes each one a CL_MEM_USE_HOST_PTR buffer over a shared segment (shared_memory.h),
 // which NVIDIA's OpenCL, mapped so, reads and writes at the pinned rate (50-53 GB/s on
 // the H200 machine, against 7-9 unmapped: maint/diag/ocl-shm-dma.c); the others use
-// CL_MEM_ALLOC_HOST_PTR. wrap() does the same for memory it did not make (a peer's
-// segment that copies read from). Calls are serialised by the owner (PinnedPool, or the
-// cache entry's lock).
+// CL_MEM_ALLOC_HOST_PTR. wrap() pins memory it did not make (a peer's segment that
+// copies read from) by a USE_HOST_PTR buffer alone, never mapped. Calls are serialised by
+// the owner (PinnedPool, or the cache entry's lock).
 class OpenClPinnedAllocator : public PinnedAllocator {
 public:
     // `context` and `references` belong to the cache entry, which outlives its pool.
@@ -155,8 +155,9 @@ public:
     // unshared (ALLOC_HOST_PTR); once one was shared, all of them are.
     bool shares() const override { return share_ && !share_failed_; }
     bool shared_identity(const void *allocation, SharedLocation *out) const override;
-    // Maps [host, host + bytes), memory of the caller's, through a USE_HOST_PTR buffer
-    // kept until release(host) or destruction. Returns host, or null with *why.
+    // Makes the driver take [host, host + bytes), memory of the caller's that another
+    // process may be writing, as pinned: a USE_HOST_PTR buffer over it, kept until
+    // release(host) or destruction. Returns host, or null with *why.
     void *wrap(void *host, std::size_t bytes, std::string *why);
 
 private:
@@ -178,8 +179,9 @@ private:
         MemRef buffer;
         cl_uint charged;        // context references this buffer added (ContextReferences)
         SharedSegment segment;  // a shared allocation's own segment (freed after the buffer)
+        bool mapped = true;     // false for a wrap (see wrap())
     };
-    std::map<void *, Mapping> mapped_;  // host pointer -> the buffer it maps
+    std::map<void *, Mapping> mapped_;  // host pointer -> its buffer (mapped, or a wrap)
 };
 
 // Pinned buffers that receives into one entry's device post their matching receive

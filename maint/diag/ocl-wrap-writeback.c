@@ -1,0 +1,248 @@
+/* Whether wrapping live shared memory in a CL_MEM_USE_HOST_PTR buffer can write old bytes
+ * back into it, for the GPU machine. A cl_mem receiver in SHARED mode wraps each segment
+ * of a peer's staging pool the first time a notice names it, while the peer may still be
+ * copying chunks into other slots of that segment. If the implementation takes a copy of
+ * the host memory when the buffer is made and writes it back when the buffer is mapped
+ * for reading (as a USE_HOST_PTR cache may), the peer's newer bytes are lost.
+ *
+ *   gcc -O2 -pthread -o /tmp/ocl-wrap-writeback maint/diag/ocl-wrap-writeback.c -lOpenCL
+ *   /tmp/ocl-wrap-writeback [BYTES]          (default 64 MiB; NVIDIA's platform, else the first)
+ *
+ * Each case: fresh memfd shared memory filled with 0x11, the USE_HOST_PTR buffer made,
+ * the memory rewritten with 0x22 (the peer's later copy), then the case's step; it counts
+ * the bytes no longer 0x22. Then 2 MiB host-to-device writes out of the memory (0x33 by
+ * now), best of 5, checked on the device: whether the range still goes at pinned speed.
+ *
+ * Then the race as it happens between ranks: a fresh 4 MiB segment (posix_fallocate'd,
+ * never touched) mapped twice, as the sender and the receiver each map it; a thread
+ * writes it once through the first mapping (the sender's copy of a chunk, first touch)
+ * while the wrap is made over the second, started 0-1000 us apart; then every word is
+ * checked. 200 trials per way of wrapping. */
+#define _GNU_SOURCE
+#define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CL_CHECK(call)                                                             \
+    do {                                                                           \
+        cl_int e_ = (call);                                                        \
+        if (e_ != CL_SUCCESS) {                                                    \
+            fprintf(stderr, "ocl-wrap-writeback: %s: error %d\n", #call, (int)e_); \
+            exit(1);                                                               \
+        }                                                                          \
+    } while (0)
+
+enum { CHUNK = 2 << 20 };
+static cl_context ctx;
+static cl_command_queue q;
+static cl_mem dev;
+static size_t total;
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static char *shared_region(void) {
+    int fd = memfd_create("wrap-writeback", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)total) != 0 || posix_fallocate(fd, 0, (off_t)total) != 0) {
+        perror("memfd");
+        exit(1);
+    }
+    char *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        perror("mmap");
+        exit(1);
+    }
+    close(fd);
+    return p;
+}
+
+static size_t count_not(const char *p, size_t n, char want) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += p[i] != want;
+    return bad;
+}
+
+/* 2 MiB writes to the device out of `host` (0x33), best of 5, and whether they arrived. */
+static void h2d_rate(const char *name, char *host) {
+    memset(host, 0x33, total);
+    double best = 1e9;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now_s();
+        for (size_t o = 0; o + CHUNK <= total; o += CHUNK)
+            CL_CHECK(clEnqueueWriteBuffer(q, dev, CL_FALSE, o, CHUNK, host + o, 0, NULL, NULL));
+        CL_CHECK(clFinish(q));
+        double t = now_s() - t0;
+        if (t < best) best = t;
+    }
+    char *back = malloc(total);
+    CL_CHECK(clEnqueueReadBuffer(q, dev, CL_TRUE, 0, total, back, 0, NULL, NULL));
+    size_t wrong = count_not(back, total, 0x33);
+    free(back);
+    printf("%-34s H2D %6.2f GB/s, %zu bytes wrong on the device\n", name, total / best / 1e9, wrong);
+}
+
+enum Step { NONE, MAP_RW, MAP_READ, MAP_WRITE, MAP_INVALIDATE, RELEASE };
+static const char *step_name[] = {
+    "made, not mapped",   "mapped READ|WRITE", "mapped READ", "mapped WRITE", "mapped WRITE_INVALIDATE_REGION",
+    "made, then released"};
+
+static void one_case(enum Step step) {
+    char *host = shared_region();
+    memset(host, 0x11, total);
+    cl_int err;
+    cl_mem wrap = clCreateBuffer(ctx, CL_MEM_USE_HOST_PTR | CL_MEM_READ_WRITE, total, host, &err);
+    CL_CHECK(err);
+    memset(host, 0x22, total); /* the peer's copy into its slots, after the wrap was made */
+    void *mapped = NULL;
+    cl_map_flags flags = step == MAP_RW           ? CL_MAP_READ | CL_MAP_WRITE
+                         : step == MAP_READ       ? CL_MAP_READ
+                         : step == MAP_WRITE      ? CL_MAP_WRITE
+                         : step == MAP_INVALIDATE ? CL_MAP_WRITE_INVALIDATE_REGION
+                                                  : 0;
+    if (flags) {
+        mapped = clEnqueueMapBuffer(q, wrap, CL_TRUE, flags, 0, total, 0, NULL, NULL, &err);
+        CL_CHECK(err);
+    }
+    if (step == RELEASE) {
+        CL_CHECK(clReleaseMemObject(wrap));
+        CL_CHECK(clFinish(q));
+        wrap = NULL;
+    }
+    size_t lost = count_not(host, total, 0x22);
+    printf("%-34s %zu of %zu later bytes lost%s\n", step_name[step], lost, total,
+           mapped && mapped != host ? " (mapped away from the memory)" : "");
+    char label[64];
+    snprintf(label, sizeof label, "  then, %s", step == RELEASE ? "no wrap" : "wrap kept");
+    h2d_rate(label, host);
+    if (wrap) {
+        if (mapped) CL_CHECK(clEnqueueUnmapMemObject(q, wrap, mapped, 0, NULL, NULL));
+        CL_CHECK(clFinish(q));
+        size_t after = count_not(host, total, 0x33);
+        CL_CHECK(clReleaseMemObject(wrap));
+        CL_CHECK(clFinish(q));
+        printf("  unmapped and released: %zu bytes changed, %zu after the release\n", after,
+               count_not(host, total, 0x33));
+    }
+    munmap(host, total);
+}
+
+/* ------------------------------------------------------------------ the race */
+
+enum { RACE_BYTES = 4 << 20, TRIALS = 200 };
+struct Writer {
+    uint64_t *to;
+    long delay_us;
+    atomic_int go;
+};
+
+static void *write_once(void *arg) {
+    struct Writer *w = arg;
+    while (!atomic_load(&w->go)) {
+    }
+    double until = now_s() + 1e-6 * (double)w->delay_us;
+    while (now_s() < until) {
+    }
+    for (size_t i = 0; i < RACE_BYTES / 8; i++) w->to[i] = 0xC0FFEE0000000000ull | i;
+    return NULL;
+}
+
+static void race(enum Step step) {
+    long lost_trials = 0, lost_bytes = 0;
+    size_t first_lost = 0, last_lost = 0;
+    for (int trial = 0; trial < TRIALS; trial++) {
+        int fd = memfd_create("wrap-race", MFD_CLOEXEC);
+        if (fd < 0 || ftruncate(fd, RACE_BYTES) != 0 || posix_fallocate(fd, 0, RACE_BYTES) != 0) {
+            perror("memfd");
+            exit(1);
+        }
+        uint64_t *sender = mmap(NULL, RACE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        char *receiver = mmap(NULL, RACE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (sender == MAP_FAILED || receiver == MAP_FAILED) {
+            perror("mmap");
+            exit(1);
+        }
+        struct Writer w = {sender, (trial * 37) % 1000, 0};
+        pthread_t t;
+        pthread_create(&t, NULL, write_once, &w);
+        atomic_store(&w.go, 1);
+        cl_int err;
+        cl_mem wrap = clCreateBuffer(ctx, CL_MEM_USE_HOST_PTR | CL_MEM_READ_WRITE, RACE_BYTES, receiver, &err);
+        CL_CHECK(err);
+        void *mapped = NULL;
+        if (step == MAP_RW || step == MAP_INVALIDATE) {
+            mapped = clEnqueueMapBuffer(q, wrap, CL_TRUE,
+                                        step == MAP_RW ? CL_MAP_READ | CL_MAP_WRITE : CL_MAP_WRITE_INVALIDATE_REGION, 0,
+                                        RACE_BYTES, 0, NULL, NULL, &err);
+            CL_CHECK(err);
+        }
+        pthread_join(t, NULL);
+        long lost = 0;
+        for (size_t i = 0; i < RACE_BYTES / 8; i++)
+            if (sender[i] != (0xC0FFEE0000000000ull | i)) {
+                if (!lost_bytes && !lost) first_lost = i * 8;
+                last_lost = i * 8 + 8;
+                lost++;
+            }
+        lost_trials += lost != 0;
+        lost_bytes += lost * 8;
+        if (mapped) CL_CHECK(clEnqueueUnmapMemObject(q, wrap, mapped, 0, NULL, NULL));
+        CL_CHECK(clFinish(q));
+        CL_CHECK(clReleaseMemObject(wrap));
+        munmap(sender, RACE_BYTES);
+        munmap(receiver, RACE_BYTES);
+    }
+    printf("race, wrap %-30s %ld of %d trials lost bytes (%ld in all", step_name[step], lost_trials, TRIALS,
+           lost_bytes);
+    if (lost_bytes) printf("; first trial's first at %zu, a last at %zu", first_lost, last_lost);
+    printf(")\n");
+}
+
+int main(int argc, char **argv) {
+    total = argc > 1 ? strtoull(argv[1], NULL, 0) : (size_t)64 << 20;
+    cl_uint np = 0;
+    cl_platform_id plats[8], plat = NULL;
+    CL_CHECK(clGetPlatformIDs(8, plats, &np));
+    char pname[256] = "";
+    for (cl_uint i = 0; i < np; i++) {
+        clGetPlatformInfo(plats[i], CL_PLATFORM_NAME, sizeof pname, pname, NULL);
+        if (strstr(pname, "NVIDIA")) {
+            plat = plats[i];
+            break;
+        }
+    }
+    if (!plat) {
+        plat = plats[0];
+        clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof pname, pname, NULL);
+    }
+    cl_device_id d;
+    CL_CHECK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &d, NULL));
+    cl_int err;
+    ctx = clCreateContext(NULL, 1, &d, NULL, NULL, &err);
+    CL_CHECK(err);
+    q = clCreateCommandQueueWithProperties(ctx, d, NULL, &err);
+    CL_CHECK(err);
+    dev = clCreateBuffer(ctx, CL_MEM_READ_WRITE, total, NULL, &err);
+    CL_CHECK(err);
+    printf("platform \"%s\", %zu bytes of memfd shared memory per case\n", pname, total);
+    char *plain = shared_region();
+    h2d_rate("no wrap (pageable rate)", plain);
+    munmap(plain, total);
+    for (int s = NONE; s <= RELEASE; s++) one_case((enum Step)s);
+    race(MAP_RW);
+    race(NONE);
+    race(MAP_INVALIDATE);
+    return 0;
+}
