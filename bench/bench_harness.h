@@ -218,7 +218,13 @@ struct Config {
 
 /* ------------------------------------------------------------------ data pattern */
 
-/* Never 0, so a cleared receive buffer never matches; differs between ranks. */
+/* Never 0, so a cleared receive buffer never matches; differs between ranks. It repeats
+ * every PATTERN_PERIOD bytes (131 and 7 times 251 are 0 mod 251), so a buffer of
+ * PATTERN_PERIOD more bytes than a message holds it from any starting point: each check
+ * sends it from a new one (g_pattern_shift), and bytes an earlier transfer left behind,
+ * or a slot's earlier contents, read as wrong (all but 1 in 251 of them). */
+enum { PATTERN_PERIOD = 512 * 251 };
+static size_t g_pattern_shift;
 static void fill_pattern(unsigned char *p, size_t n, int rank) {
     for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(((i * 131u) + (i >> 9) * 7u + (size_t)rank * 17u) % 251u + 1u);
 }

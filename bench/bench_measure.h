@@ -9,8 +9,9 @@
  *   struct Side, one rank's buffer of a direction;
  *   configs[], its Config table; TAG_ACK;
  *   send_side(b, d) and recv_side(b, d), this rank's sides of direction d;
- *   clear_side(b, s, n), which zeroes a receive side, and check_side(b, s, n), which
- *       counts its bytes that differ from the peer's pattern. */
+ *   clear_side(b, s, n), which zeroes a receive side, load_side(b, s, bytes, n), which
+ *       writes n bytes into a send side, and check_side(b, s, n), which counts its bytes
+ *       that differ from the peer's pattern at g_pattern_shift. */
 #ifndef BENCH_MEASURE_H_INCLUDED
 #define BENCH_MEASURE_H_INCLUDED
 
@@ -35,12 +36,12 @@ static int setup_host_side(Bench *b) {
     b->stats = calloc((size_t)b->max_reqs, sizeof *b->stats);
     b->host_s = malloc(b->max_bytes);
     b->host_r = malloc(b->max_bytes);
-    b->pat_self = malloc(b->max_bytes);
-    b->pat_peer = malloc(b->max_bytes);
+    b->pat_self = malloc(b->max_bytes + PATTERN_PERIOD);
+    b->pat_peer = malloc(b->max_bytes + PATTERN_PERIOD);
     if (!b->reqs || !b->stats || !b->host_s || !b->host_r || !b->pat_self || !b->pat_peer)
         fail("cannot allocate host buffers of %zu bytes", b->max_bytes);
-    fill_pattern(b->pat_self, b->max_bytes, b->rank);
-    fill_pattern(b->pat_peer, b->max_bytes, b->peer);
+    fill_pattern(b->pat_self, b->max_bytes + PATTERN_PERIOD, b->rank);
+    fill_pattern(b->pat_peer, b->max_bytes + PATTERN_PERIOD, b->peer);
     memcpy(b->host_s, b->pat_self, b->max_bytes);
     memset(b->host_r, 0, b->max_bytes); /* fault the pages in before timing */
     return 1;
@@ -118,12 +119,17 @@ static double timed(Bench *b, const Config *c, const Dir *d, size_t n, int bw, i
 }
 
 /* One transfer each way with the receive buffer cleared first (or the configuration's own
- * check); returns the bytes that differ, summed over both ranks. */
+ * check), each rank sending its pattern from a new starting point; returns the bytes that
+ * differ, summed over both ranks. Both ranks check in the same order, so they agree on
+ * the shift. */
 static long verify(Bench *b, const Config *c, const Dir *d, size_t n) {
+    static size_t checks;
     phase("verify");
+    g_pattern_shift = ++checks * 40503u % PATTERN_PERIOD;
     if (c->verify) return c->verify(b, c, d, n);
     Side s = send_side(b, d), r = recv_side(b, d);
     long bad = 0, all = 0;
+    load_side(b, s, b->pat_self + g_pattern_shift, n);
     clear_side(b, r, n);
     barrier(c);
     if (b->rank == 0) {

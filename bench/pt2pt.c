@@ -22,7 +22,9 @@
  * mpiacc-noipc and mpiacc-auto-noipc (--label overrides the suffix).
  *
  * Every configuration's first transfer each way is checked byte for byte (the receive
- * buffer is cleared first); mismatches are counted and printed, and make the exit code 1.
+ * buffer is cleared first, and each check sends bytes of its own, so that what an earlier
+ * transfer left behind reads as wrong); mismatches are counted and printed, and make the
+ * exit code 1.
  * A phase (verify, latency, bandwidth of one size) that takes longer than --watchdog
  * seconds is declared a hang: the program names it on stderr and exits 124.
  * Large messages get fewer iterations and a smaller window (window x size <= --bw-bytes),
@@ -157,7 +159,16 @@ static long check_side(Bench *b, Side s, size_t n) {
         CUDA_CHECK(cudaMemcpy(b->pinned, s.buf, n, cudaMemcpyDeviceToHost));
         got = (const unsigned char *)b->pinned;
     }
-    return count_mismatches(b->pat_peer, got, n, s.dev ? "device receive buffer" : "host receive buffer");
+    return count_mismatches(b->pat_peer + g_pattern_shift, got, n,
+                            s.dev ? "device receive buffer" : "host receive buffer");
+}
+
+static void load_side(Bench *b, Side s, const unsigned char *bytes, size_t n) {
+    (void)b;
+    if (s.dev)
+        CUDA_CHECK(cudaMemcpy(s.buf, bytes, n, cudaMemcpyHostToDevice));
+    else
+        memcpy(s.buf, bytes, n);
 }
 
 static void clear_side(Bench *b, Side s, size_t n) {
@@ -417,11 +428,12 @@ static void peer_copy_window(Bench *b, Side s, size_t n, int w) {
 static long peer_verify(Bench *b, const Config *c, const Dir *d, size_t n) {
     long bad = 0, all = 0;
     if (b->rank == 0) {
+        load_side(b, send_side(b, d), b->pat_self + g_pattern_shift, n);
         CUDA_CHECK(cudaMemset(b->peer_buf, 0, n));
         CUDA_CHECK(cudaDeviceSynchronize());
         c->send(b, send_side(b, d), n);
         CUDA_CHECK(cudaMemcpy(b->pinned, b->peer_buf, n, cudaMemcpyDeviceToHost));
-        bad = count_mismatches(b->pat_self, (const unsigned char *)b->pinned, n, "peer device copy");
+        bad = count_mismatches(b->pat_self + g_pattern_shift, (const unsigned char *)b->pinned, n, "peer device copy");
     }
     MPI_CHECK(PMPI_Allreduce(&bad, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
     return all;

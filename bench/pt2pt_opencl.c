@@ -20,7 +20,9 @@
  * then read mpiacc-nocache (--label overrides the suffix).
  *
  * Every configuration's first transfer each way is checked byte for byte (the receive
- * buffer is cleared first); mismatches are counted and printed, and make the exit code 1.
+ * buffer is cleared first, and each check sends bytes of its own, so that what an earlier
+ * transfer left behind reads as wrong); mismatches are counted and printed, and make the
+ * exit code 1.
  * A phase (verify, latency, bandwidth of one size) that takes longer than --watchdog
  * seconds is declared a hang: the program names it on stderr and exits 124.
  *
@@ -141,7 +143,15 @@ static long check_side(Bench *b, Side s, size_t n) {
         CL_CHECK(clEnqueueReadBuffer(b->queue, s.mem, CL_TRUE, 0, n, b->pinned, 0, NULL, NULL));
         got = (const unsigned char *)b->pinned;
     }
-    return count_mismatches(b->pat_peer, got, n, s.dev ? "cl_mem receive buffer" : "host receive buffer");
+    return count_mismatches(b->pat_peer + g_pattern_shift, got, n,
+                            s.dev ? "cl_mem receive buffer" : "host receive buffer");
+}
+
+static void load_side(Bench *b, Side s, const unsigned char *bytes, size_t n) {
+    if (s.dev)
+        CL_CHECK(clEnqueueWriteBuffer(b->queue, s.mem, CL_TRUE, 0, n, bytes, 0, NULL, NULL));
+    else
+        memcpy(s.host, bytes, n);
 }
 
 static void clear_side(Bench *b, Side s, size_t n) {
