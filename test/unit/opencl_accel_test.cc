@@ -968,8 +968,10 @@ TEST_F(OpenClAccelTest, pinning_a_peer_segment_never_writes_into_it_while_the_pe
     MemRef mem = zeroed_buffer(kBytes);
     auto buffer = capture_ok(*accel, mem.get(), kBytes, queue_attrs(user_.queue.get()));
     ASSERT_TRUE(buffer);
+    const long long pins = counter_value("opencl.peer_pin");
     std::string why;
-    for (int trial = 0; trial < 40; ++trial) {
+    constexpr int kTrials = 40;
+    for (int trial = 0; trial < kTrials; ++trial) {
         SCOPED_TRACE("trial " + std::to_string(trial));
         SharedSegment owned;  // the peer's, never touched: as the pool makes it
         ASSERT_EQ(create_shared_segment(kBytes, &owned, &why), MPI_SUCCESS) << why;
@@ -1010,6 +1012,11 @@ TEST_F(OpenClAccelTest, pinning_a_peer_segment_never_writes_into_it_while_the_pe
         release_peer_segment(base);
         destroy_shared_segment(&owned);
     }
+    // Each fresh segment was pinned, not taken as pinned already.
+    EXPECT_EQ(counter_value("opencl.peer_pin") - pins, kTrials);
+    // The entry lets go of its last pin before the mapping goes.
+    buffer.reset();
+    accel.reset();
     unmap_peer_segments();
 }
 

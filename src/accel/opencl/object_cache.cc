@@ -178,7 +178,7 @@ OpenClPinnedAllocator::OpenClPinnedAllocator(cl_context context, cl_device_id de
     : context_(context), device_(device), pci_bus_id_(std::move(pci_bus_id)), references_(references), share_(share) {}
 
 OpenClPinnedAllocator::~OpenClPinnedAllocator() {
-    while (!mapped_.empty()) unmap_and_release(mapped_.begin()->first);
+    while (!buffers_.empty()) unmap_and_release(buffers_.begin()->first);
 }
 
 bool OpenClPinnedAllocator::ensure_map_queue(std::string *why) {
@@ -212,7 +212,7 @@ void *OpenClPinnedAllocator::map(MemRef buffer, std::size_t bytes, SharedSegment
         *why = "OpenCL mapped a CL_MEM_USE_HOST_PTR buffer away from its host memory";
         return nullptr;
     }
-    mapped_.emplace(host, Mapping{std::move(buffer), 0, segment});
+    buffers_.emplace(host, Mapping{std::move(buffer), 0, segment});
     return host;
 }
 
@@ -230,7 +230,7 @@ void *OpenClPinnedAllocator::allocate(std::size_t bytes, std::string *why) {
         std::string shared_why;
         if (create_shared_segment(bytes, &segment, &shared_why) == MPI_SUCCESS) {
             flags = CL_MEM_USE_HOST_PTR | CL_MEM_READ_WRITE;
-        } else if (mapped_.empty()) {
+        } else if (buffers_.empty()) {
             share_failed_ = true;  // the pool stays unshared
         } else {
             *why = shared_why;
@@ -253,7 +253,7 @@ void *OpenClPinnedAllocator::allocate(std::size_t bytes, std::string *why) {
         destroy_shared_segment(&segment);
         return nullptr;
     }
-    mapped_[host].charged = charged;
+    buffers_[host].charged = charged;
     opencl_counters().pinned_alloc.fetch_add(1, std::memory_order_relaxed);
     return host;
 }
@@ -274,13 +274,17 @@ void *OpenClPinnedAllocator::wrap(void *host_memory, std::size_t bytes, std::str
     // H200 machine). And a blocking map for reading, made while the peer wrote the
     // segment's fresh pages, put older bytes back over the peer's copy in 149 of 200
     // trials (maint/diag/ocl-wrap-writeback.c): a SHARED receive then took zeros.
-    mapped_.emplace(host_memory, Mapping{std::move(buffer), charged, SharedSegment{}, false});
+    if (!buffers_.emplace(host_memory, Mapping{std::move(buffer), charged, SharedSegment{}, false}).second) {
+        references_->discharge(charged);
+        *why = "internal error: this memory is already wrapped";
+        return nullptr;
+    }
     return host_memory;
 }
 
 bool OpenClPinnedAllocator::shared_identity(const void *allocation, SharedLocation *out) const {
-    auto found = mapped_.find(const_cast<void *>(allocation));
-    if (found == mapped_.end() || found->second.segment.fd < 0) return false;
+    auto found = buffers_.find(const_cast<void *>(allocation));
+    if (found == buffers_.end() || found->second.segment.fd < 0) return false;
     *out = shared_location(found->second.segment);
     return true;
 }
@@ -288,16 +292,18 @@ bool OpenClPinnedAllocator::shared_identity(const void *allocation, SharedLocati
 void OpenClPinnedAllocator::release(void *ptr) { unmap_and_release(ptr); }
 
 void OpenClPinnedAllocator::unmap_and_release(void *ptr) {
-    auto found = mapped_.find(ptr);
-    if (found == mapped_.end()) return;
-    // Teardown only (the pool keeps its memory until finalize), so waiting is fine: the
-    // unmap must be done before the buffer it maps goes, and the buffer before its memory.
+    auto found = buffers_.find(ptr);
+    if (found == buffers_.end()) return;
+    // A mapped buffer goes at teardown only (the pool keeps its memory until finalize), so
+    // waiting is fine: the unmap must be done before the buffer it maps goes, and the
+    // buffer before its memory. A wrap, never mapped, also goes mid-run (its peer segment
+    // is unmapped), and waits for nothing.
     if (found->second.mapped &&
         clEnqueueUnmapMemObject(map_queue_.get(), found->second.buffer.get(), ptr, 0, nullptr, nullptr) == CL_SUCCESS)
         clFinish(map_queue_.get());
     cl_uint charged = found->second.charged;
     SharedSegment segment = found->second.segment;
-    mapped_.erase(found);
+    buffers_.erase(found);
     references_->discharge(charged);
     destroy_shared_segment(&segment);
 }

@@ -138,11 +138,12 @@ struct EntrySettings {
 // Pinned staging memory for one (context, device): buffers mapped once, persistently, so
 // their host pointers are the fast path for clEnqueueRead/Write. A sharing allocator
 // makes each one a CL_MEM_USE_HOST_PTR buffer over a shared segment (shared_memory.h),
-// which NVIDIA's OpenCL, mapped so, reads and writes at the pinned rate (50-53 GB/s on
-// the H200 machine, against 7-9 unmapped: maint/diag/ocl-shm-dma.c); the others use
-// CL_MEM_ALLOC_HOST_PTR. wrap() pins memory it did not make (a peer's segment that
-// copies read from) by a USE_HOST_PTR buffer alone, never mapped. Calls are serialised by
-// the owner (PinnedPool, or the cache entry's lock).
+// which NVIDIA's OpenCL reads and writes at the pinned rate (50-53 GB/s on the H200
+// machine, against 7-9 for shared memory no such buffer covers: maint/diag/
+// ocl-shm-dma.c, ocl-wrap-writeback.c); the others use CL_MEM_ALLOC_HOST_PTR. wrap()
+// pins memory it did not make (a peer's segment that copies read from) by a
+// USE_HOST_PTR buffer alone, never mapped. Calls are serialised by the owner
+// (PinnedPool, or the cache entry's lock).
 class OpenClPinnedAllocator : public PinnedAllocator {
 public:
     // `context` and `references` belong to the cache entry, which outlives its pool.
@@ -181,7 +182,7 @@ private:
         SharedSegment segment;  // a shared allocation's own segment (freed after the buffer)
         bool mapped = true;     // false for a wrap (see wrap())
     };
-    std::map<void *, Mapping> mapped_;  // host pointer -> its buffer (mapped, or a wrap)
+    std::map<void *, Mapping> buffers_;  // host pointer -> its buffer (mapped, or a wrap)
 };
 
 // Pinned buffers that receives into one entry's device post their matching receive
