@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <mpi.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,15 +219,24 @@ struct Config {
 
 /* ------------------------------------------------------------------ data pattern */
 
-/* Never 0, so a cleared receive buffer never matches; differs between ranks. It repeats
- * every PATTERN_PERIOD bytes (131 and 7 times 251 are 0 mod 251), so a buffer of
- * PATTERN_PERIOD more bytes than a message holds it from any starting point: each check
- * sends it from a new one (g_pattern_shift), and bytes an earlier transfer left behind,
- * or a slot's earlier contents, read as wrong (all but 1 in 251 of them). */
+/* Never 0, so a cleared receive buffer never matches, and different between the ranks at
+ * every byte. It repeats every PATTERN_PERIOD bytes, so a buffer PATTERN_PERIOD bytes
+ * longer than a message holds it from any starting point: each check sends it from a new
+ * one (g_pattern_shift). Within a period the bytes are hashed, so two starting points agree
+ * on about 1 byte in 251: bytes an earlier transfer left behind, or a slot's earlier
+ * contents, read as wrong. */
 enum { PATTERN_PERIOD = 512 * 251 };
 static size_t g_pattern_shift;
 static void fill_pattern(unsigned char *p, size_t n, int rank) {
-    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(((i * 131u) + (i >> 9) * 7u + (size_t)rank * 17u) % 251u + 1u);
+    const size_t period = n < PATTERN_PERIOD ? n : PATTERN_PERIOD;
+    for (size_t i = 0; i < period; i++) {
+        uint32_t h = (uint32_t)i * 0x9E3779B1u;
+        h ^= h >> 15;
+        h *= 0x85EBCA6Bu;
+        h ^= h >> 13;
+        p[i] = (unsigned char)((h % 251u + (uint32_t)rank * 17u) % 251u + 1u);
+    }
+    for (size_t at = period; at < n; at += period) memcpy(p + at, p, n - at < period ? n - at : period);
 }
 
 /* Bytes of `got` that differ from `want`; prints the first difference. */

@@ -165,10 +165,13 @@ static long check_side(Bench *b, Side s, size_t n) {
 
 static void load_side(Bench *b, Side s, const unsigned char *bytes, size_t n) {
     (void)b;
-    if (s.dev)
+    if (s.dev) {
+        /* From pageable memory cudaMemcpy may return before the device has the bytes. */
         CUDA_CHECK(cudaMemcpy(s.buf, bytes, n, cudaMemcpyHostToDevice));
-    else
+        CUDA_CHECK(cudaDeviceSynchronize());
+    } else {
         memcpy(s.buf, bytes, n);
+    }
 }
 
 static void clear_side(Bench *b, Side s, size_t n) {

@@ -178,7 +178,7 @@ int main(int argc, char **argv) {
     MPI_OK(MPI_Type_dup(MPI_BYTE, &cl_type));
     MPI_OK(MPI_Type_set_attr(cl_type, MPIX_ACC_BUF_TYPE, (void *)(intptr_t)MPIX_ACC_BUF_OPENCL));
     MPI_OK(MPI_Type_set_attr(cl_type, MPIX_ACC_COMMAND_QUEUE, (void *)queue));
-    scratch = malloc(max);
+    scratch = malloc(max > (4u << 20) ? max : (4u << 20)); /* the windows' 4 MiB too */
 
     /* dirs: rank 0's side, rank 1's side */
     const int sides[3][2] = {{1, 0}, {0, 1}, {1, 1}};
