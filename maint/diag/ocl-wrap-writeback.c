@@ -17,20 +17,13 @@
  * never touched) mapped twice, as the sender and the receiver each map it; a thread
  * writes it once through the first mapping (the sender's copy of a chunk, first touch)
  * while the wrap is made over the second, started 0-1000 us apart; then every word is
- * checked. 200 trials per way of wrapping. */
-#define _GNU_SOURCE
+ * checked. 200 trials per way of wrapping (the race itself: first_write_race.h, which
+ * cuda-register-race.c shares). */
 #define CL_TARGET_OPENCL_VERSION 300
+#include "first_write_race.h"
+
 #include <CL/cl.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
-#include <unistd.h>
 
 #define CL_CHECK(call)                                                             \
     do {                                                                           \
@@ -47,23 +40,9 @@ static cl_command_queue q;
 static cl_mem dev;
 static size_t total;
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
 static char *shared_region(void) {
-    int fd = memfd_create("wrap-writeback", MFD_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, (off_t)total) != 0 || posix_fallocate(fd, 0, (off_t)total) != 0) {
-        perror("memfd");
-        exit(1);
-    }
-    char *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-        perror("mmap");
-        exit(1);
-    }
+    int fd = fresh_memfd(total, "wrap-writeback");
+    char *p = map_shared(fd, total);
     close(fd);
     return p;
 }
@@ -79,11 +58,11 @@ static void h2d_rate(const char *name, char *host) {
     memset(host, 0x33, total);
     double best = 1e9;
     for (int rep = 0; rep < 5; rep++) {
-        double t0 = now_s();
+        double t0 = now_us();
         for (size_t o = 0; o + CHUNK <= total; o += CHUNK)
             CL_CHECK(clEnqueueWriteBuffer(q, dev, CL_FALSE, o, CHUNK, host + o, 0, NULL, NULL));
         CL_CHECK(clFinish(q));
-        double t = now_s() - t0;
+        double t = (now_us() - t0) * 1e-6;
         if (t < best) best = t;
     }
     char *back = malloc(total);
@@ -141,45 +120,16 @@ static void one_case(enum Step step) {
 /* ------------------------------------------------------------------ the race */
 
 enum { RACE_BYTES = 4 << 20, TRIALS = 200 };
-struct Writer {
-    uint64_t *to;
-    long delay_us;
-    atomic_int go;
-};
-
-static void *write_once(void *arg) {
-    struct Writer *w = arg;
-    while (!atomic_load(&w->go)) {
-    }
-    double until = now_s() + 1e-6 * (double)w->delay_us;
-    while (now_s() < until) {
-    }
-    for (size_t i = 0; i < RACE_BYTES / 8; i++) w->to[i] = 0xC0FFEE0000000000ull | i;
-    return NULL;
-}
 
 static void race(enum Step step) {
     long lost_trials = 0, lost_bytes = 0;
-    size_t first_lost = 0, last_lost = 0;
+    size_t first_lost = 0;
     for (int trial = 0; trial < TRIALS; trial++) {
-        int fd = memfd_create("wrap-race", MFD_CLOEXEC);
-        if (fd < 0 || ftruncate(fd, RACE_BYTES) != 0 || posix_fallocate(fd, 0, RACE_BYTES) != 0) {
-            perror("memfd");
-            exit(1);
-        }
-        uint64_t *sender = mmap(NULL, RACE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        char *receiver = mmap(NULL, RACE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        close(fd);
-        if (sender == MAP_FAILED || receiver == MAP_FAILED) {
-            perror("mmap");
-            exit(1);
-        }
-        struct Writer w = {sender, (trial * 37) % 1000, 0};
-        pthread_t t;
-        pthread_create(&t, NULL, write_once, &w);
-        atomic_store(&w.go, 1);
+        RaceSegment segment;
+        RaceWriter writer;
+        race_begin(&segment, &writer, RACE_BYTES, trial);
         cl_int err;
-        cl_mem wrap = clCreateBuffer(ctx, CL_MEM_USE_HOST_PTR | CL_MEM_READ_WRITE, RACE_BYTES, receiver, &err);
+        cl_mem wrap = clCreateBuffer(ctx, CL_MEM_USE_HOST_PTR | CL_MEM_READ_WRITE, RACE_BYTES, segment.receiver, &err);
         CL_CHECK(err);
         void *mapped = NULL;
         if (step == MAP_RW || step == MAP_INVALIDATE) {
@@ -188,25 +138,19 @@ static void race(enum Step step) {
                                         RACE_BYTES, 0, NULL, NULL, &err);
             CL_CHECK(err);
         }
-        pthread_join(t, NULL);
-        long lost = 0;
-        for (size_t i = 0; i < RACE_BYTES / 8; i++)
-            if (sender[i] != (0xC0FFEE0000000000ull | i)) {
-                if (!lost_bytes && !lost) first_lost = i * 8;
-                last_lost = i * 8 + 8;
-                lost++;
-            }
+        size_t first = 0;
+        const size_t lost = race_writer_join(&writer, &first);
+        if (lost && !lost_bytes) first_lost = first * 8;
         lost_trials += lost != 0;
-        lost_bytes += lost * 8;
+        lost_bytes += (long)lost * 8;
         if (mapped) CL_CHECK(clEnqueueUnmapMemObject(q, wrap, mapped, 0, NULL, NULL));
         CL_CHECK(clFinish(q));
         CL_CHECK(clReleaseMemObject(wrap));
-        munmap(sender, RACE_BYTES);
-        munmap(receiver, RACE_BYTES);
+        race_segment_free(&segment);
     }
     printf("race, wrap %-30s %ld of %d trials lost bytes (%ld in all", step_name[step], lost_trials, TRIALS,
            lost_bytes);
-    if (lost_bytes) printf("; first trial's first at %zu, a last at %zu", first_lost, last_lost);
+    if (lost_bytes) printf("; the first trial's first at byte %zu", first_lost);
     printf(")\n");
 }
 
