@@ -1,8 +1,9 @@
 /* LD_PRELOAD shim for the GPU machine: where the time of small OpenCL sends and
- * receives goes. Inside every MPI_Send and MPI_Recv of at most TRACE_COUNT elements
- * (default 64) it times the OpenCL, PMPI and process_vm_readv calls that libmpiacc
- * makes, and at MPI_Finalize prints per entry point the mean time of one call and, per
- * function, calls and microseconds per entry-point call (rank 0 and 1 each).
+ * receives goes. Inside every MPI_Send, MPI_Recv, MPI_Isend and MPI_Irecv of at most
+ * TRACE_COUNT elements (default 64), and every MPI_Waitall (a window's completion), it
+ * times the OpenCL, PMPI and process_vm_readv calls that libmpiacc makes, and at
+ * MPI_Finalize prints per entry point the mean time of one call and, per function, calls
+ * and microseconds per entry-point call (rank 0 and 1 each).
  *
  *   $MPICC -shared -fPIC -o /tmp/opencl-call-times.so maint/diag/opencl-call-times.c -ldl
  *   LD_PRELOAD=/tmp/opencl-call-times.so mpiexec -n 2 bench/pt2pt_opencl --sizes 8 ...
@@ -21,8 +22,8 @@
 
 #include "call_timer.h"
 
-enum { ENTRY_SEND, ENTRY_RECV, NENTRIES, MAX_FUNCS = 64 };
-static const char *entry_names[NENTRIES] = {"MPI_Send", "MPI_Recv"};
+enum { ENTRY_SEND, ENTRY_RECV, ENTRY_ISEND, ENTRY_IRECV, ENTRY_WAITALL, NENTRIES, MAX_FUNCS = 64 };
+static const char *entry_names[NENTRIES] = {"MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv", "MPI_Waitall"};
 static int inside = -1; /* the entry point being timed, or -1 */
 static struct {
     long calls;
@@ -63,6 +64,8 @@ WRAP(cl_int, clEnqueueWriteBuffer,
       cl_event *e),
      (q, m, b, o, n, p, nw, w, e))
 WRAP(cl_int, clFlush, (cl_command_queue q), (q))
+WRAP(cl_int, clFinish, (cl_command_queue q), (q))
+WRAP(cl_int, clWaitForEvents, (cl_uint n, const cl_event *e), (n, e))
 WRAP(cl_int, clRetainMemObject, (cl_mem m), (m))
 WRAP(cl_int, clReleaseMemObject, (cl_mem m), (m))
 WRAP(cl_int, clRetainEvent, (cl_event e), (e))
@@ -81,6 +84,9 @@ WRAP(int, PMPI_Irecv, (void *b, int c, MPI_Datatype t, int s, int tag, MPI_Comm 
      (b, c, t, s, tag, comm, r))
 WRAP(int, PMPI_Test, (MPI_Request * r, int *f, MPI_Status *s), (r, f, s))
 WRAP(int, PMPI_Wait, (MPI_Request * r, MPI_Status *s), (r, s))
+WRAP(int, PMPI_Testsome, (int n, MPI_Request *r, int *o, int *i, MPI_Status *s), (n, r, o, i, s))
+WRAP(int, PMPI_Testall, (int n, MPI_Request *r, int *f, MPI_Status *s), (n, r, f, s))
+WRAP(int, PMPI_Request_get_status, (MPI_Request r, int *f, MPI_Status *s), (r, f, s))
 WRAP(int, PMPI_Improbe, (int s, int t, MPI_Comm c, int *f, MPI_Message *m, MPI_Status *st), (s, t, c, f, m, st))
 WRAP(int, PMPI_Type_get_attr, (MPI_Datatype t, int k, void *v, int *f), (t, k, v, f))
 
@@ -94,29 +100,30 @@ static void entered(int e, double us) {
     note(entry_names[e], us); /* the entry point's own total, as one more row */
 }
 
-int MPI_Send(const void *b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm) {
-    static int (*real)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
-    if (!real) real = (int (*)(const void *, int, MPI_Datatype, int, int, MPI_Comm))dlsym(RTLD_NEXT, "MPI_Send");
-    if (c > limit() || inside >= 0) return real(b, c, t, d, tag, comm);
-    inside = ENTRY_SEND;
-    double t0 = now_us();
-    int rc = real(b, c, t, d, tag, comm);
-    entered(ENTRY_SEND, now_us() - t0);
-    inside = -1;
-    return rc;
-}
+/* Defines entry point `name`, timed as entry `e` (with every wrapped call inside it) when
+ * `timed` holds and no other entry point is being timed. */
+#define ENTRY(e, name, params, args, timed)                       \
+    int name params {                                             \
+        static int(*real) params;                                 \
+        if (!real) real = (int(*) params)dlsym(RTLD_NEXT, #name); \
+        if (!(timed) || inside >= 0) return real args;            \
+        inside = e;                                               \
+        double t0 = now_us();                                     \
+        int rc = real args;                                       \
+        entered(e, now_us() - t0);                                \
+        inside = -1;                                              \
+        return rc;                                                \
+    }
 
-int MPI_Recv(void *b, int c, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Status *st) {
-    static int (*real)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
-    if (!real) real = (int (*)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *))dlsym(RTLD_NEXT, "MPI_Recv");
-    if (c > limit() || inside >= 0) return real(b, c, t, s, tag, comm, st);
-    inside = ENTRY_RECV;
-    double t0 = now_us();
-    int rc = real(b, c, t, s, tag, comm, st);
-    entered(ENTRY_RECV, now_us() - t0);
-    inside = -1;
-    return rc;
-}
+ENTRY(ENTRY_SEND, MPI_Send, (const void *b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm),
+      (b, c, t, d, tag, comm), c <= limit())
+ENTRY(ENTRY_RECV, MPI_Recv, (void *b, int c, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Status *st),
+      (b, c, t, s, tag, comm, st), c <= limit())
+ENTRY(ENTRY_ISEND, MPI_Isend, (const void *b, int c, MPI_Datatype t, int d, int tag, MPI_Comm comm, MPI_Request *r),
+      (b, c, t, d, tag, comm, r), c <= limit())
+ENTRY(ENTRY_IRECV, MPI_Irecv, (void *b, int c, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Request *r),
+      (b, c, t, s, tag, comm, r), c <= limit())
+ENTRY(ENTRY_WAITALL, MPI_Waitall, (int n, MPI_Request *r, MPI_Status *st), (n, r, st), 1)
 
 int MPI_Finalize(void) {
     static int (*real)(void);
@@ -125,8 +132,11 @@ int MPI_Finalize(void) {
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     for (int e = 0; e < NENTRIES; e++) {
         if (!stats[e].calls) continue;
-        fprintf(stderr, "[opencl-call-times %d] %s: %ld calls of <= %d elements; per call:\n", rank, entry_names[e],
-                stats[e].calls, limit());
+        if (e == ENTRY_WAITALL)
+            fprintf(stderr, "[opencl-call-times %d] %s: %ld calls; per call:\n", rank, entry_names[e], stats[e].calls);
+        else
+            fprintf(stderr, "[opencl-call-times %d] %s: %ld calls of <= %d elements; per call:\n", rank, entry_names[e],
+                    stats[e].calls, limit());
         for (int i = 0; i < stats[e].nfuncs; i++)
             fprintf(stderr, "[opencl-call-times %d]   %-30s %8.2f calls %9.2f us\n", rank, stats[e].func[i],
                     (double)stats[e].func_calls[i] / stats[e].calls, stats[e].func_us[i] / stats[e].calls);
