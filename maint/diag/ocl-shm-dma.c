@@ -15,8 +15,8 @@
  * NVIDIA's OpenCL, built on the same driver, see it?), and a CL_MEM_USE_HOST_PTR buffer
  * over shared memory reached by clEnqueueCopyBuffer plus a map. */
 #define _GNU_SOURCE
-#define CL_TARGET_OPENCL_VERSION 300
-#include <CL/cl.h>
+#include "ocl_check.h"
+
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,15 +30,6 @@ static double now_s(void) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
-
-#define CL_CHECK(call)                                                      \
-    do {                                                                    \
-        cl_int e_ = (call);                                                 \
-        if (e_ != CL_SUCCESS) {                                             \
-            fprintf(stderr, "ocl-shm-dma: %s: error %d\n", #call, (int)e_); \
-            exit(1);                                                        \
-        }                                                                   \
-    } while (0)
 
 static cl_context ctx;
 static cl_command_queue q;
@@ -147,27 +138,14 @@ static char *shared_region(const char *tag) {
 int main(int argc, char **argv) {
     chunk = argc > 1 ? strtoul(argv[1], NULL, 0) : (2u << 20);
     total = argc > 2 ? strtoul(argv[2], NULL, 0) : (64u << 20);
-    cl_uint np = 0;
-    cl_platform_id plats[8], plat = NULL;
-    CL_CHECK(clGetPlatformIDs(8, plats, &np));
-    for (cl_uint i = 0; i < np; i++) {
-        char pname[256];
-        clGetPlatformInfo(plats[i], CL_PLATFORM_NAME, sizeof pname, pname, NULL);
-        if (strstr(pname, "NVIDIA")) plat = plats[i];
-    }
+    char pname[256];
+    cl_platform_id plat = ocl_platform_named("NVIDIA", pname, sizeof pname);
     if (!plat) {
         fprintf(stderr, "ocl-shm-dma: no NVIDIA OpenCL platform\n");
         return 1;
     }
-    cl_device_id d;
-    CL_CHECK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_GPU, 1, &d, NULL));
+    ocl_open(plat, CL_DEVICE_TYPE_GPU, total, &ctx, &q, &dev);
     cl_int err;
-    ctx = clCreateContext(NULL, 1, &d, NULL, NULL, &err);
-    CL_CHECK(err);
-    q = clCreateCommandQueueWithProperties(ctx, d, NULL, &err);
-    CL_CHECK(err);
-    dev = clCreateBuffer(ctx, CL_MEM_READ_WRITE, total, NULL, &err);
-    CL_CHECK(err);
     printf("chunk %zu bytes, total %zu bytes, one queue, best of 5\n", chunk, total);
 
     cl_mem pinned = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, total, NULL, &err);

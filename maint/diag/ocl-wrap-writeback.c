@@ -19,20 +19,8 @@
  * while the wrap is made over the second, started 0-1000 us apart; then every word is
  * checked. 200 trials per way of wrapping (the race itself: first_write_race.h, which
  * cuda-register-race.c shares). */
-#define CL_TARGET_OPENCL_VERSION 300
 #include "first_write_race.h"
-
-#include <CL/cl.h>
-#include <string.h>
-
-#define CL_CHECK(call)                                                             \
-    do {                                                                           \
-        cl_int e_ = (call);                                                        \
-        if (e_ != CL_SUCCESS) {                                                    \
-            fprintf(stderr, "ocl-wrap-writeback: %s: error %d\n", #call, (int)e_); \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
+#include "ocl_check.h"
 
 enum { CHUNK = 2 << 20 };
 static cl_context ctx;
@@ -156,30 +144,13 @@ static void race(enum Step step) {
 
 int main(int argc, char **argv) {
     total = argc > 1 ? strtoull(argv[1], NULL, 0) : (size_t)64 << 20;
-    cl_uint np = 0;
-    cl_platform_id plats[8], plat = NULL;
-    CL_CHECK(clGetPlatformIDs(8, plats, &np));
-    char pname[256] = "";
-    for (cl_uint i = 0; i < np; i++) {
-        clGetPlatformInfo(plats[i], CL_PLATFORM_NAME, sizeof pname, pname, NULL);
-        if (strstr(pname, "NVIDIA")) {
-            plat = plats[i];
-            break;
-        }
+    char pname[256];
+    cl_platform_id plat = ocl_platform_named("NVIDIA", pname, sizeof pname);
+    if (!plat) {  // the first platform, named in pname
+        cl_uint np = 0;
+        CL_CHECK(clGetPlatformIDs(1, &plat, &np));
     }
-    if (!plat) {
-        plat = plats[0];
-        clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof pname, pname, NULL);
-    }
-    cl_device_id d;
-    CL_CHECK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &d, NULL));
-    cl_int err;
-    ctx = clCreateContext(NULL, 1, &d, NULL, NULL, &err);
-    CL_CHECK(err);
-    q = clCreateCommandQueueWithProperties(ctx, d, NULL, &err);
-    CL_CHECK(err);
-    dev = clCreateBuffer(ctx, CL_MEM_READ_WRITE, total, NULL, &err);
-    CL_CHECK(err);
+    ocl_open(plat, CL_DEVICE_TYPE_ALL, total, &ctx, &q, &dev);
     printf("platform \"%s\", %zu bytes of memfd shared memory per case\n", pname, total);
     char *plain = shared_region();
     h2d_rate("no wrap (pageable rate)", plain);
