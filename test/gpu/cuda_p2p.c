@@ -29,6 +29,9 @@
 #ifndef CUDA_P2P_COPY_FLAGS
 #define CUDA_P2P_COPY_FLAGS 0
 #endif
+#ifndef CUDA_P2P_RESIDENT_DECLINED
+#define CUDA_P2P_RESIDENT_DECLINED 0
+#endif
 #include <cuda.h> /* CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS; no libcuda is linked */
 
 #define W MPI_COMM_WORLD
@@ -1008,6 +1011,7 @@ static void c_small_copies_by_kernel_at_every_alignment(void) {
     unsigned char *d = gpu_malloc(room);
     MPI_Datatype t = view_type(&CUDA_TAGGED);
     const long long kernel0 = mpiacc_counter_value("cuda.copy.kernel");
+    const long long resident0 = mpiacc_counter_value("cuda.copy.resident");
     long long aligned_small = 0;
     int tag = 7000;
     for (int i = 0; i < NS; ++i)
@@ -1031,8 +1035,12 @@ static void c_small_copies_by_kernel_at_every_alignment(void) {
             }
             ++tag;
         }
-    long long kernels = mpiacc_counter_value("cuda.copy.kernel") - kernel0, total = 0;
+    /* Pulls the resident copier took (c_small_pulls_in_a_burst_go_to_the_resident_copier)
+     * launched no kernel of their own; on one GPU they stand for kernel copies. */
+    const long long resident = mpiacc_counter_value("cuda.copy.resident") - resident0;
+    long long kernels = mpiacc_counter_value("cuda.copy.kernel") - kernel0, total = 0, total_resident = 0;
     MCK(MPI_Reduce(&kernels, &total, 1, MPI_LONG_LONG, MPI_SUM, 0, W));
+    MCK(MPI_Reduce(&resident, &total_resident, 1, MPI_LONG_LONG, MPI_SUM, 0, W));
 #if MPIACC_HAVE_CUDA_KERNELS
     const char *knob = getenv("MPIACC_CUDA_KERNEL_COPY_MAX");
     if (mt_rank == 0) {
@@ -1044,11 +1052,14 @@ static void c_small_copies_by_kernel_at_every_alignment(void) {
             MT_CHECK(total == 0, "%lld copies ran by kernel pulling from another GPU (devices %d and %d)", total,
                      my_dev, peer_dev);
         else
-            MT_CHECK(total >= aligned_small, "%lld copies ran by kernel for %lld aligned messages of at most 32 KiB",
-                     total, aligned_small);
+            MT_CHECK(total + total_resident >= aligned_small,
+                     "%lld copies ran by kernel and %lld by the resident copier for %lld aligned messages of at most "
+                     "32 KiB",
+                     total, total_resident, aligned_small);
     }
 #else
     (void)ipc;
+    (void)total_resident;
     (void)aligned_small;
     (void)peer_dev;
     if (mt_rank == 0) MT_CHECK(total == 0, "%lld copies ran by kernel in a build without them", total);
@@ -1320,6 +1331,97 @@ static void c_small_host_payloads_into_device_memory_by_memory_writes(void) {
                  qualifying);
 }
 
+/* IPC pulls between device buffers of at most MPIACC_CUDA_RESIDENT_MAX (4 KiB; 16-byte
+ * aligned ends, or at most 256 bytes) go to a one-warp kernel that stays on the receiving
+ * GPU while pulls come (src/accel/cuda/resident_copier.h); a pull that finds it gone goes
+ * to a copy engine and launches it again. Bursts of 48 blocking device-to-device sends of
+ * 1 B-8 KiB from offsets 0, 16 and 3, each into its own place of one device buffer at
+ * offsets 0, 16 and 5: every byte lands and nothing between them is written. Where the
+ * pulls come faster than the kernel's idle time (MPIACC_CUDA_RESIDENT_IDLE_US) the
+ * receiver's copier took most of those that qualify; without IPC, with the knob at 0 or
+ * without the kernels, it took none. cuda_p2p_resident_declined plants one copy the
+ * kernel cannot read (MPIACC_FAULT_RESIDENT=1:1): it is declined, and still arrives. */
+static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
+    enum { N = 48, BURSTS = 3 };
+    static const size_t sz[] = {1, 8, 16, 17, 200, 256, 1024, 4095, 4096, 8192};
+    static const size_t send_off[] = {0, 16, 3}, recv_off[] = {0, 16, 5};
+    enum { NS = sizeof sz / sizeof sz[0], NO = 3 };
+    const size_t slot = 8 * KiB + 64, room = N * slot + GPU_GUARD;
+    const int ipc = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on();
+    if (ipc && !end_staged_run(8398)) return;
+    unsigned char *d = gpu_malloc(room);
+    MPI_Datatype t = view_type(&CUDA_TAGGED);
+    const long long posted0 = mpiacc_counter_value("cuda.copy.resident");
+    const long long declined0 = mpiacc_counter_value("cuda.copy.resident_declined");
+    long long qualifying = 0;
+    double busiest_us = 0; /* the fastest burst's time per message */
+    int tag = 8400;
+    for (int b = 0; b < BURSTS; ++b, tag += N) {
+        if (mt_rank == 0)
+            for (int k = 0; k < N; ++k)
+                gpu_upload(d + k * slot + send_off[k % NO], gpu_ref + msg_off(tag + k, 0), sz[k % NS]);
+        else
+            gpu_memset(d, GPU_SENTINEL, room);
+        MCK(MPI_Barrier(W));
+        const double t0 = MPI_Wtime();
+        for (int k = 0; k < N; ++k) {
+            const size_t n = sz[k % NS];
+            if (mt_rank == 0) {
+                MCK(MPI_Send(d + k * slot + send_off[k % NO], (int)n, t, 1, tag + k, W));
+            } else {
+                MPI_Status st;
+                MCK(MPI_Recv(d + k * slot + recv_off[(k / NO) % NO], (int)n, t, 0, tag + k, W, &st));
+                GPU_CHECK_STATUS(st, 0, tag + k, n, "burst %d message %d: %zu bytes", b, k, n);
+            }
+        }
+        const double per_message_us = (MPI_Wtime() - t0) * 1e6 / N;
+        if (b == 0 || per_message_us < busiest_us) busiest_us = per_message_us;
+        if (mt_rank == 0) continue;
+        const unsigned char *got = gpu_download(d, room);
+        size_t at = 0;
+        for (int k = 0; k < N; ++k) {
+            const size_t n = sz[k % NS], so = send_off[k % NO], ro = recv_off[(k / NO) % NO];
+            if (n <= 4 * KiB && (n <= 256 || (so % 16 == 0 && ro % 16 == 0))) ++qualifying;
+            GPU_CHECK_UNTOUCHED(got + at, k * slot + ro - at, GPU_SENTINEL, "burst %d: before message %d", b, k);
+            GPU_CHECK_SAME(got + k * slot + ro, gpu_ref + msg_off(tag + k, 0), n,
+                           "burst %d message %d: %zu bytes from offset %zu into offset %zu", b, k, n, so, ro);
+            at = k * slot + ro + n;
+        }
+        GPU_CHECK_UNTOUCHED(got + at, room - at, GPU_SENTINEL, "burst %d: after the last message", b);
+    }
+    view_type_free(&CUDA_TAGGED, &t);
+    CK(cudaFree(d));
+    if (mt_rank != 1) return;
+    const long long posted = mpiacc_counter_value("cuda.copy.resident") - posted0;
+    const long long declined = mpiacc_counter_value("cuda.copy.resident_declined") - declined0;
+    const long long knob = mpiacc_knob_value("MPIACC_CUDA_RESIDENT_MAX");
+    const long long idle_us = mpiacc_knob_value("MPIACC_CUDA_RESIDENT_IDLE_US");
+    printf(
+        "# rank 1: %lld of %lld qualifying pulls posted to the resident copier, %lld declined; fastest burst "
+        "%.1f us a message (idle time %lld us)\n",
+        posted, qualifying, declined, busiest_us, idle_us);
+#if MPIACC_HAVE_CUDA_KERNELS
+    if (!ipc || knob == 0) {
+        MT_CHECK(posted == 0, "%lld pulls posted to the resident copier without IPC or with the knob at 0", posted);
+        return;
+    }
+    /* Faster than half the idle time a message, the kernel stays between pulls: only the
+     * first of a burst, and one after each decline, may find it gone. */
+    if (busiest_us < idle_us / 2.0)
+        MT_CHECK(posted >= qualifying / 2, "only %lld of %lld qualifying pulls went to the resident copier", posted,
+                 qualifying);
+    /* The planted copy is rank 1's first, in whichever case that came. */
+    const long long ever_posted = mpiacc_counter_value("cuda.copy.resident");
+    const long long ever_declined = mpiacc_counter_value("cuda.copy.resident_declined");
+    if (CUDA_P2P_RESIDENT_DECLINED)
+        MT_CHECK(ever_posted == 0 || ever_declined >= 1,
+                 "%lld copies posted and none declined with MPIACC_FAULT_RESIDENT=1:1 planting one", ever_posted);
+#else
+    (void)knob;
+    MT_CHECK(posted == 0, "%lld pulls posted to a resident copier in a build without kernels", posted);
+#endif
+}
+
 #if CUDA_P2P_COPY_FLAGS
 /* With MPIACC_CUDA_COPY_FLAGS=1 the staging copies write their done words behind them:
  * this variant's cases ran on that path, not on events alone, wherever the device can. */
@@ -1396,6 +1498,7 @@ static const gpu_case_t cases[] = {
     {"pulls_are_answered_through_the_senders_fin_word", c_pulls_are_answered_through_the_senders_fin_word, 0},
     {"small_host_payloads_into_device_memory_by_memory_writes",
      c_small_host_payloads_into_device_memory_by_memory_writes, 0},
+    {"small_pulls_in_a_burst_go_to_the_resident_copier", c_small_pulls_in_a_burst_go_to_the_resident_copier, 0},
 #if CUDA_P2P_COPY_FLAGS
     {"staging_copies_write_their_done_words", c_staging_copies_write_their_done_words, 0},
 #endif
@@ -1415,6 +1518,9 @@ int main(int argc, char **argv) {
 #if CUDA_P2P_MEMOP_REFUSED
     setenv("MPIACC_FAULT_MEMOP", "1:1", 1);
 #endif
+#if CUDA_P2P_RESIDENT_DECLINED
+    setenv("MPIACC_FAULT_RESIDENT", "1:1", 1);
+#endif
     MT_INIT(&argc, &argv);
     gpu_setup(CUDA_P2P_SAME_GPU ? 0 : -1);
     if (!gpu_skip_why && mt_rank == 0)
@@ -1423,7 +1529,8 @@ int main(int argc, char **argv) {
                                                                : ", MPIACC_IPC=0 (pipeline)")
                : CUDA_P2P_FIN_MESSAGE   ? ", MPIACC_IPC_FIN_WORD=0 (pulls answered by FIN message)"
                : CUDA_P2P_MEMOP_REFUSED ? ", MPIACC_FAULT_MEMOP=1:1 (rank 1's first memop write refused)"
-                                        : "");
+               : CUDA_P2P_RESIDENT_DECLINED ? ", MPIACC_FAULT_RESIDENT=1:1 (rank 1's first resident copy declined)"
+                                            : "");
     gpu_run_cases(cases, (int)(sizeof cases / sizeof cases[0]));
     gpu_teardown();
     return mt_finalize();

@@ -10,9 +10,19 @@
 // copy engine (session 10). Nor do copies to or from host memory (a copy engine issues
 // those faster than a kernel launches).
 //
+// A copy engine's small copy is bound by getting work onto the GPU and its end back to the
+// host, not by the bytes: so an IPC pull of at most MPIACC_CUDA_RESIDENT_MAX that goes
+// alone, from another GPU or this one, goes to mpiacc_resident_copy below, one warp that
+// stays on the GPU while pulls come and reads them from a ring in pinned host memory
+// (resident_ring.h). On two H200s an 8 B pull from
+// the peer ended 4.9 us after the host posted it, against 7.9-8.6 by cudaMemcpyAsync and a
+// done word (maint/diag/proxy-copy.cu, session 36).
+//
 // Built by nvcc into a fatbin that cuda_accel.cc embeds and loads with cudaLibraryLoadData
 // on first use: nothing registers with the driver when the library loads, so a process
 // without a driver still loads libmpiacc.
+
+#include "resident_ring.h"
 
 // Per-thread chunks in flight: each thread issues all its loads before any store, so a
 // read across NVLink costs one round trip, not one per chunk.
@@ -47,4 +57,99 @@ extern "C" __global__ void __launch_bounds__(MPIACC_COPY_THREADS)
     __threadfence_system();
     __syncthreads();
     if (t == 0) *reinterpret_cast<volatile unsigned long long *>(done) = seq;
+}
+
+// ---------------------------------------------------------------------- resident copier
+
+static __device__ unsigned long long resident_load(const unsigned long long *p) {
+    unsigned long long v;
+    asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+static __device__ void resident_store(unsigned long long *p, unsigned long long v) {
+    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+static __device__ unsigned long long resident_clock_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// One command's bytes by the warp. Loads bypass the L1 (__ldcv): a source is often read
+// again after its owner rewrote it, and this kernel outlives any one copy. 16-byte
+// aligned ends go in vectors, four in flight a lane (a read across NVLink costs one round
+// trip, not one per vector); otherwise byte by byte, which the host allows only for short
+// copies.
+static __device__ void resident_copy_bytes(unsigned char *dst, const unsigned char *src, unsigned long long len,
+                                           unsigned lane) {
+    if (((reinterpret_cast<unsigned long long>(dst) | reinterpret_cast<unsigned long long>(src)) & 15) == 0) {
+        const unsigned long long vectors = len / 16;
+        const int4 *s4 = reinterpret_cast<const int4 *>(src);
+        int4 *d4 = reinterpret_cast<int4 *>(dst);
+        for (unsigned long long i = lane; i < vectors; i += 128) {
+            int4 v[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                if (i + 32 * k < vectors) v[k] = __ldcv(s4 + i + 32 * k);
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                if (i + 32 * k < vectors) d4[i + 32 * k] = v[k];
+        }
+        const unsigned long long at = vectors * 16 + lane;
+        if (at < len) dst[at] = __ldcv(src + at);
+        return;
+    }
+    for (unsigned long long i = lane; i < len; i += 32) dst[i] = __ldcv(src + i);
+}
+
+// One warp, launched by ResidentCopier on its own stream. It takes commands from `next`
+// on, in order, until none has come for `idle_ns` or it has run `life_ns` (so that a
+// cudaDeviceSynchronize of the application's waits at most that long for it), or the
+// host sets `stop`. Lane i < 5 reads word i of the next slot and lane 5 the stop word,
+// all in one instruction: one round trip to host memory (1.3 us on the H200 machine)
+// per poll.
+extern "C" __global__ void __launch_bounds__(32)
+    mpiacc_resident_copy(mpiacc_resident_ring *ring, unsigned long long next, unsigned long long idle_ns,
+                         unsigned long long life_ns, unsigned long long gen) {
+    const unsigned lane = threadIdx.x;
+    if (lane == 0) resident_store(&ring->started.word[0], gen);
+    const unsigned long long born = resident_clock_ns();
+    unsigned long long last = born;
+    for (;;) {
+        const mpiacc_resident_line *slot = &ring->slot[next % MPIACC_RESIDENT_SLOTS];
+        const unsigned long long w = lane < MPIACC_RESIDENT_WORDS    ? resident_load(&slot->word[lane])
+                                     : lane == MPIACC_RESIDENT_WORDS ? resident_load(&ring->stop.word[0])
+                                                                     : 0;
+        const unsigned flag = static_cast<unsigned>(next + 1);
+        const bool current = lane >= MPIACC_RESIDENT_WORDS || static_cast<unsigned>(w >> 32) == flag;
+        if (__all_sync(0xffffffffu, current)) {
+            const unsigned lo = static_cast<unsigned>(w);
+            const unsigned long long src = __shfl_sync(0xffffffffu, lo, 0) |
+                                           static_cast<unsigned long long>(__shfl_sync(0xffffffffu, lo, 1)) << 32;
+            const unsigned long long dst = __shfl_sync(0xffffffffu, lo, 2) |
+                                           static_cast<unsigned long long>(__shfl_sync(0xffffffffu, lo, 3)) << 32;
+            const unsigned long long len = __shfl_sync(0xffffffffu, lo, 4);
+            resident_copy_bytes(reinterpret_cast<unsigned char *>(dst), reinterpret_cast<const unsigned char *>(src),
+                                len, lane);
+            // Every lane's stores, then (cumulative) the system-wide fence, then the word.
+            __syncwarp();
+            if (lane == 0) {
+                __threadfence_system();
+                resident_store(&ring->done[next % MPIACC_RESIDENT_SLOTS].word[0], next + 1);
+            }
+            ++next;
+            last = resident_clock_ns();
+            continue;
+        }
+        const bool stop = __shfl_sync(0xffffffffu, w, MPIACC_RESIDENT_WORDS) != 0;
+        const unsigned long long now = resident_clock_ns();
+        if (stop || now - last > idle_ns || now - born > life_ns) break;
+    }
+    if (lane == 0) {
+        __threadfence_system();
+        resident_store(&ring->exited.word[0],
+                       gen << MPIACC_RESIDENT_GEN_SHIFT | (next & ((1ull << MPIACC_RESIDENT_GEN_SHIFT) - 1)));
+    }
 }
