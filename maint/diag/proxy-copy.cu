@@ -45,6 +45,9 @@
 
 #include "clock_us.h"
 #include "cuda_check.h"
+// The library's copy kernels, for their host-memory loads and stores and clock
+// (resident_load, resident_store, resident_clock_ns).
+#include "../../src/accel/cuda/copy_kernel.cu"
 
 static double pct(std::vector<double> v, double p) {
     std::sort(v.begin(), v.end());
@@ -77,22 +80,6 @@ struct Ring {
     unsigned long long exit_at;  // written by the kernel as it leaves: (commands consumed) + 1
     unsigned long long stop;     // written by the host: leave now
 };
-
-__device__ static unsigned long long ld_sys(const unsigned long long *p) {
-    unsigned long long v;
-    asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ static void st_sys(unsigned long long *p, unsigned long long v) {
-    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
-__device__ static unsigned long long globaltimer() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 
 // How the copier tells the host a command is done.
 enum Signal { SIGNAL_FENCE_SYS, SIGNAL_FENCE_GPU, SIGNAL_RELEASE_SYS };
@@ -130,7 +117,7 @@ __global__ void resident_copy(Ring *ring, unsigned long long next, unsigned long
             const Command *s = &ring->slot[n % kSlots];
             const unsigned long long t0 = clock64();
             // Lane 5 reads the host's stop word in the same instruction.
-            const unsigned long long w = lane < 5 ? ld_sys(&s->word[lane]) : lane == 5 ? ld_sys(&ring->stop) : 0;
+            const unsigned long long w = lane < 5 ? resident_load(&s->word[lane]) : lane == 5 ? resident_load(&ring->stop) : 0;
             if (__shfl_sync(~0u, w, 5) && lane == 0) stop_seen = 1;
             const bool mine = lane >= 5 || static_cast<unsigned>(w >> 32) == static_cast<unsigned>(n + 1);
             const unsigned lo = static_cast<unsigned>(w);
@@ -152,12 +139,12 @@ __global__ void resident_copy(Ring *ring, unsigned long long next, unsigned long
         }
         return;
     }
-    unsigned long long last = globaltimer(), fence_cycles = 0;
+    unsigned long long last = resident_clock_ns(), fence_cycles = 0;
     for (;;) {
         unsigned long long polls = 0;
         while (ready == next) {
             ++polls;
-            if ((polls & 63) == 0 && (stop_seen || globaltimer() - last > idle_ns)) {
+            if ((polls & 63) == 0 && (stop_seen || resident_clock_ns() - last > idle_ns)) {
                 if (lane == 0) leave = 1;
                 break;
             }
@@ -201,18 +188,18 @@ __global__ void resident_copy(Ring *ring, unsigned long long next, unsigned long
                     __threadfence_system();
                 else
                     __threadfence();
-                st_sys(&ring->done, next + 1);
+                resident_store(&ring->done, next + 1);
             }
             fence_cycles = clock64() - t2;
             copied = next + 1;
         }
         __syncwarp();
         ++next;
-        last = globaltimer();
+        last = resident_clock_ns();
     }
     if (lane == 0) {
         __threadfence_system();
-        st_sys(&ring->exit_at, next + 1);
+        resident_store(&ring->exit_at, next + 1);
     }
 }
 
