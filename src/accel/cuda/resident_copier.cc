@@ -78,7 +78,8 @@ bool ResidentCopier::post(void *dst, const void *src, std::size_t len, const std
     std::lock_guard<std::mutex> lock(mutex_);
     if (broken_ || !launched_) return false;
     refresh();
-    if (!launched_ || load(&ring_->started.word[0]) != gen_) return false;  // gone, or not on the GPU yet
+    // Gone, or not on the GPU yet (the kernel writes its generation as launched: masked).
+    if (!launched_ || load(&ring_->started.word[0]) != (gen_ & kGenMask)) return false;
     Record &r = records_[posted_ % MPIACC_RESIDENT_SLOTS];
     if (r.busy || in_flight_ >= kMaxInFlight) return false;
     ++in_flight_;
