@@ -1,9 +1,11 @@
 #include "accel/cuda/resident_copier.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/context.h"
 #include "core/counters.h"
+#include "core/error.h"
 #include "core/knobs.h"
 
 namespace mpiacc {
@@ -33,44 +35,73 @@ cudaError_t quiet(cudaError_t e) {
 std::uint64_t load(const unsigned long long *w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE); }
 void store(unsigned long long *w, std::uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELEASE); }
 
+// The GPU: mpiacc_resident_copy on a stream of its own, over a ring in pinned memory.
+class CudaDevice final : public ResidentCopier::Device {
+public:
+    CudaDevice(cudaKernel_t kernel, void *ring, void *ring_dev, cudaStream_t stream)
+        : kernel_(kernel), ring_(ring), ring_dev_(ring_dev), stream_(stream) {}
+    ~CudaDevice() override {
+        quiet(cudaStreamSynchronize(stream_));
+        quiet(cudaStreamDestroy(stream_));
+        quiet(cudaFreeHost(ring_));
+    }
+    bool launch(std::uint64_t next, std::uint64_t idle_ns, std::uint64_t life_ns, std::uint64_t gen) override {
+        void *ring = ring_dev_;
+        unsigned long long n = next, idle = idle_ns, life = life_ns, g = gen;
+        void *args[] = {&ring, &n, &idle, &life, &g};
+        return quiet(cudaLaunchKernel(reinterpret_cast<const void *>(kernel_), dim3(1), dim3(32), args, 0, stream_)) ==
+               cudaSuccess;
+    }
+    Ended ended() override {
+        const cudaError_t e = cudaStreamQuery(stream_);
+        if (e == cudaErrorNotReady) return Ended::NO;
+        return quiet(e) == cudaSuccess ? Ended::YES : Ended::FAULTED;
+    }
+    // A faulted kernel is over; the stream's error is taken back.
+    void synchronize() override { quiet(cudaStreamSynchronize(stream_)); }
+
+private:
+    cudaKernel_t kernel_;
+    void *ring_;
+    void *ring_dev_;
+    cudaStream_t stream_;
+};
+
 }  // namespace
 
 std::unique_ptr<ResidentCopier> ResidentCopier::create(int ordinal, cudaKernel_t kernel, std::string *why) {
-    std::unique_ptr<ResidentCopier> c(new ResidentCopier);
-    c->ordinal_ = ordinal;
-    c->kernel_ = kernel;
     void *ring = nullptr, *dev = nullptr;
     cudaError_t e =
         quiet(cudaHostAlloc(&ring, sizeof(mpiacc_resident_ring), cudaHostAllocMapped | cudaHostAllocPortable));
     if (e != cudaSuccess) {
-        *why = std::string("cudaHostAlloc of the resident copier's ring: ") + cudaGetErrorString(e);
+        *why = format("cudaHostAlloc of device %d's resident copier ring: %s", ordinal, cudaGetErrorString(e));
         return nullptr;
     }
     std::memset(ring, 0, sizeof(mpiacc_resident_ring));
-    c->ring_ = static_cast<mpiacc_resident_ring *>(ring);
+    cudaStream_t stream = nullptr;
     e = quiet(cudaHostGetDevicePointer(&dev, ring, 0));
     if (e == cudaSuccess) {
-        c->ring_dev_ = static_cast<mpiacc_resident_ring *>(dev);
         int least = 0, greatest = 0;
         if (quiet(cudaDeviceGetStreamPriorityRange(&least, &greatest)) != cudaSuccess) greatest = 0;
-        e = quiet(cudaStreamCreateWithPriority(&c->stream_, cudaStreamNonBlocking, greatest));
+        e = quiet(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, greatest));
     }
     if (e != cudaSuccess) {
-        *why = std::string("setting up the resident copier: ") + cudaGetErrorString(e);
-        return nullptr;  // the destructor frees the ring
+        *why = format("setting up device %d's resident copier: %s", ordinal, cudaGetErrorString(e));
+        quiet(cudaFreeHost(ring));
+        return nullptr;
     }
-    return c;
+    return std::make_unique<ResidentCopier>(static_cast<mpiacc_resident_ring *>(ring),
+                                            std::make_unique<CudaDevice>(kernel, ring, dev, stream));
 }
 
+ResidentCopier::ResidentCopier(mpiacc_resident_ring *ring, std::unique_ptr<Device> device)
+    : ring_(ring), device_(std::move(device)) {}
+
 ResidentCopier::~ResidentCopier() {
-    if (stream_) {
-        if (launched_) store(&ring_->stop.word[0], 1);
-        // The kernel reads the stop word within one poll (~1 us); a faulted one is over.
-        quiet(cudaStreamSynchronize(stream_));
-        quiet(cudaStreamDestroy(stream_));
-    }
+    // The kernel reads the stop word within one poll (~1 us); a faulted one is over.
+    if (launched_) store(&ring_->stop.word[0], 1);
+    device_->synchronize();
     for (Record &r : records_) r.keep.clear();
-    if (ring_) quiet(cudaFreeHost(ring_));
 }
 
 bool ResidentCopier::post(void *dst, const void *src, std::size_t len, const std::vector<std::shared_ptr<void>> &keep,
@@ -110,13 +141,8 @@ void ResidentCopier::launch_if_idle() {
     if (launched_) return;
     ++gen_;
     store(&ring_->stop.word[0], 0);
-    mpiacc_resident_ring *ring = ring_dev_;
-    unsigned long long next = posted_, gen = gen_ & kGenMask, life = kLifeNs;
-    unsigned long long idle = static_cast<unsigned long long>(std::max(0L, knobs().cuda_resident_idle_us)) * 1000;
-    void *args[] = {&ring, &next, &idle, &life, &gen};
-    cudaError_t e =
-        quiet(cudaLaunchKernel(reinterpret_cast<const void *>(kernel_), dim3(1), dim3(32), args, 0, stream_));
-    if (e != cudaSuccess) {
+    const std::uint64_t idle = static_cast<std::uint64_t>(std::max(0L, knobs().cuda_resident_idle_us)) * 1000;
+    if (!device_->launch(posted_, idle, kLifeNs, gen_ & kGenMask)) {
         broken_ = true;
         MPIACC_COUNT("cuda.resident.launch_failed");
         return;
@@ -134,7 +160,7 @@ ResidentCopier::State ResidentCopier::poll(std::uint64_t command) {
         return State::DONE;
     }
     if (!r.declined) refresh();
-    if (!r.declined && std::chrono::steady_clock::now() - r.posted_at > kStreamPatience) check_stream();
+    if (!r.declined && std::chrono::steady_clock::now() - r.posted_at > kStreamPatience) check_device();
     if (r.declined) {
         release(r);
         return State::DECLINED;
@@ -172,14 +198,13 @@ void ResidentCopier::refresh() {
         if (r.busy && r.abandoned && (r.declined || done_word(r.command) == r.command + 1)) release(r);
 }
 
-void ResidentCopier::check_stream() {
+void ResidentCopier::check_device() {
     if (!launched_) return;
-    cudaError_t e = cudaStreamQuery(stream_);
-    if (e == cudaErrorNotReady) return;
-    quiet(e);
-    refresh();  // its exit word is visible once the stream says it ended
-    if (!launched_) return;
-    // Ended without its word: it faulted. No more launches; every busy copy goes elsewhere.
+    const Device::Ended ended = device_->ended();
+    if (ended == Device::Ended::NO) return;
+    refresh();  // its exit word is visible once the device says it ended
+    if (!launched_ && ended == Device::Ended::YES) return;
+    // Ended without its word, or faulted: no more launches; every busy copy goes elsewhere.
     launched_ = false;
     broken_ = true;
     MPIACC_COUNT("cuda.resident.lost");

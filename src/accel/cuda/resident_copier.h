@@ -34,9 +34,25 @@ namespace mpiacc {
 
 class ResidentCopier {
 public:
-    // With the device current: the ring and a stream of the greatest priority. Null (and
-    // *why) when either cannot be had.
+    // Where the kernel runs: the GPU (create()), or a test's stand-in that plays the
+    // kernel's part of the protocol on the same ring.
+    class Device {
+    public:
+        virtual ~Device() = default;
+        // Launches the kernel, taking commands from `next` on (see copy_kernel.cu).
+        virtual bool launch(std::uint64_t next, std::uint64_t idle_ns, std::uint64_t life_ns, std::uint64_t gen) = 0;
+        // Whether every kernel launched has ended, and how.
+        enum class Ended { NO, YES, FAULTED };
+        virtual Ended ended() = 0;
+        // Waits until every kernel launched has ended.
+        virtual void synchronize() = 0;
+    };
+
+    // With the device current: the ring in pinned memory mapped into the device, and a
+    // stream of the greatest priority. Null (and *why) when either cannot be had.
     static std::unique_ptr<ResidentCopier> create(int ordinal, cudaKernel_t kernel, std::string *why);
+    // `ring` (zeroed, outliving the copier) as `device`'s kernel sees it.
+    ResidentCopier(mpiacc_resident_ring *ring, std::unique_ptr<Device> device);
     // With the device current: tells a running kernel to leave and waits for it.
     ~ResidentCopier();
     ResidentCopier(const ResidentCopier &) = delete;
@@ -59,11 +75,7 @@ public:
     // once it is.
     void abandon(std::uint64_t command);
 
-    int ordinal() const { return ordinal_; }
-
 private:
-    ResidentCopier() = default;
-
     struct Record {
         bool busy = false;
         bool declined = false;
@@ -80,17 +92,14 @@ private:
     // busy record at or past the command it stopped at is declined, and records that were
     // abandoned and are now resolved are freed.
     void refresh();
-    // Under mutex_: whether the launched kernel has stopped without a word (a fault): the
-    // stream says so. Then every busy record is declined.
-    void check_stream();
+    // Under mutex_: whether the launched kernel has stopped without a word (a fault): its
+    // device says so. Then every busy record is declined, and no kernel is launched again.
+    void check_device();
     void release(Record &r);
 
     std::mutex mutex_;
-    int ordinal_ = -1;
-    cudaKernel_t kernel_ = nullptr;
-    cudaStream_t stream_ = nullptr;
-    mpiacc_resident_ring *ring_ = nullptr;      // pinned, mapped
-    mpiacc_resident_ring *ring_dev_ = nullptr;  // the same as the device addresses it
+    mpiacc_resident_ring *ring_;                // as the host addresses it
+    std::unique_ptr<Device> device_;            // owns the ring where create() made it
     std::uint64_t posted_ = 0;                  // commands numbered so far
     std::uint64_t gen_ = 0;                     // the latest launch's generation
     bool launched_ = false;                     // gen_'s kernel may run: its exit not yet seen
