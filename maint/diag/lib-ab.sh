@@ -3,8 +3,8 @@
 # rounds on one machine. The GPU machines differ by more from one call to the next than
 # most changes move a benchmark, so a change is judged against its parent in the same call.
 #
-# On the development machine, make the older tree's make-dist tarball:
-#   bash maint/diag/lib-ab.sh --tarball REV      (writes .device/old.tar.gz)
+# On the development machine, make the older tree's tarball:
+#   bash maint/diag/lib-ab.sh --tarball REV      (writes .device/old.tar.gz, ~1 MB)
 # Then on the GPU machine, through maint/gpu-check (which builds this tree first and
 # exports MPIEXEC, MPICC and MPICXX):
 #   AB_COMMAND='$MPIEXEC -n 2 $AB_ENV bench/pt2pt --rounds 1 --sizes 1M --dirs "D->D" --label $AB_LABEL --csv /dev/stdout' \
@@ -18,18 +18,21 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 
 if [ "${1:-}" = --tarball ]; then
+  # REV's sources with configure made (autogen.sh), without bench/results: a make-dist
+  # tarball carries the results (17 MB by session 36), and two of those beside the
+  # dependencies overflow the device tool's 64 MiB carry.
   rev=${2:?--tarball REV}
   scratch=$(mktemp -d /tmp/mpiacc-ab.XXXXXX)
-  git -C "$root" worktree add -q --detach "$scratch/tree" "$rev" || exit 1
-  if (cd "$scratch/tree" && ./autogen.sh && ./configure && make dist) >"$scratch/dist.log" 2>&1; then
-    mkdir -p "$root/.device" && cp "$scratch/tree"/mpiacc-*.tar.gz "$root/.device/old.tar.gz"
-    echo "lib-ab: .device/old.tar.gz is $(git -C "$root" rev-parse --short "$rev")'s make dist"
+  if git -C "$root" archive --prefix=mpiacc-old/ "$rev" | tar -x -C "$scratch" &&
+    (cd "$scratch/mpiacc-old" && ./autogen.sh) >"$scratch/autogen.log" 2>&1; then
+    rm -rf "$scratch/mpiacc-old/bench/results" "$scratch/mpiacc-old/autom4te.cache"
+    mkdir -p "$root/.device" && tar -czf "$root/.device/old.tar.gz" -C "$scratch" mpiacc-old
+    echo "lib-ab: .device/old.tar.gz is $(git -C "$root" rev-parse --short "$rev")'s sources, autogen'd ($(du -h "$root/.device/old.tar.gz" | cut -f1))"
     rc=0
   else
-    tail -n 20 "$scratch/dist.log"
+    tail -n 20 "$scratch/autogen.log"
     rc=1
   fi
-  git -C "$root" worktree remove --force "$scratch/tree"
   rm -rf "$scratch"
   exit $rc
 fi
