@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "accel/cuda/cuda_quiet.h"
 #include "core/context.h"
 #include "core/counters.h"
 #include "core/error.h"
@@ -26,11 +27,6 @@ constexpr std::chrono::microseconds kStreamPatience{200};
 constexpr std::size_t kMaxInFlight = 1;
 constexpr std::uint64_t kLow40 = (std::uint64_t{1} << MPIACC_RESIDENT_GEN_SHIFT) - 1;
 constexpr std::uint64_t kGenMask = (std::uint64_t{1} << (64 - MPIACC_RESIDENT_GEN_SHIFT)) - 1;
-
-cudaError_t quiet(cudaError_t e) {
-    if (e != cudaSuccess) (void)cudaGetLastError();
-    return e;
-}
 
 std::uint64_t load(const unsigned long long *w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE); }
 void store(unsigned long long *w, std::uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELEASE); }
