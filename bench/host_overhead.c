@@ -5,16 +5,23 @@
  * anchor path calls PMPI_* (straight into MPICH); the measured path calls MPI_*
  * (through libmpiacc, which this program is linked with). Within each round the two take
  * turns every few round trips (every window for bandwidth), who goes first alternating
- * from round to round, and each number is the median over the rounds: drift (clocks,
- * caches, neighbours on the host) falls on both paths alike. Blocks of one path at a time
- * (ABBA) let a 4 MiB latency differ by 8% between two identical paths on the GPU machine.
+ * from round to round: drift (clocks, caches, neighbours on the host) falls on both paths
+ * alike. Blocks of one path at a time (ABBA) let a 4 MiB latency differ by 8% between two
+ * identical paths on the GPU machine. The times shown are medians over the rounds; an
+ * overhead is the median over the rounds of that round's ratio of the two paths (a paired
+ * comparison: a round that ran slow for both counts once, as a ratio near 1, rather than
+ * moving one path's median and not the other's).
+ *
+ * --control measures MPICH against itself (both paths PMPI_*): the overheads it prints
+ * are what the measurement alone makes of two identical paths, the noise floor under
+ * the budgets.
  *
  * DESIGN.md section 5: latency through libmpiacc at most 3% above MPICH below the
  * rendezvous threshold, and large-message bandwidth within 3%. --budget-lat and
  * --budget-bw check those; --enforce makes a missed budget fail the exit code.
  *
  *   mpiexec -n 2 bench/host_overhead [--iters N] [--lat-iters N] [--rounds N] [--max-size N]
- *           [--csv FILE] [--budget-lat PCT] [--budget-bw PCT] [--enforce]
+ *           [--csv FILE] [--budget-lat PCT] [--budget-bw PCT] [--enforce] [--control]
  */
 #include <errno.h>
 #include <mpi.h>
@@ -58,14 +65,14 @@ static const Path mpiacc_path = {"mpiacc", MPI_Send, MPI_Recv, MPI_Isend, MPI_Ir
 typedef struct {
     long iters, lat_iters, rounds, max_size; /* lat_iters 0: same as iters */
     double budget_lat, budget_bw; /* percent; < 0 when not asked for */
-    int enforce;
+    int enforce, control;
     const char *csv;
 } Options;
 
 static void usage(void) {
     fprintf(stderr,
             "usage: mpiexec -n 2 host_overhead [--iters N] [--lat-iters N] [--rounds N] [--max-size BYTES]\n"
-            "         [--csv FILE] [--budget-lat PCT] [--budget-bw PCT] [--enforce]\n");
+            "         [--csv FILE] [--budget-lat PCT] [--budget-bw PCT] [--enforce] [--control]\n");
 }
 
 static int parse_long(const char *text, long lo, long hi, long *out) {
@@ -90,8 +97,8 @@ static int parse_options(int argc, char **argv, Options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok;
-        if (!strcmp(a, "--enforce")) {
-            o->enforce = 1;
+        if (!strcmp(a, "--enforce") || !strcmp(a, "--control")) {
+            *(a[2] == 'e' ? &o->enforce : &o->control) = 1;
             continue;
         }
         if (!v) return 0;
@@ -206,11 +213,15 @@ static double median(double *v, int n) {
 typedef struct {
     long size;
     double lat[2], bw[2]; /* [0] MPICH, [1] MPI-ACC: medians over rounds */
+    double lat_ovh, bw_ovh; /* percent, paired: medians over rounds of each round's ratio */
 } Row;
 
-static double lat_overhead(const Row *r) { return (r->lat[1] - r->lat[0]) / r->lat[0] * 100.0; }
-/* Positive = MPI-ACC slower, for both columns. */
-static double bw_overhead(const Row *r) { return (r->bw[0] - r->bw[1]) / r->bw[0] * 100.0; }
+/* Positive = MPI-ACC slower, for both. */
+static double lat_overhead(const Row *r) { return r->lat_ovh; }
+static double bw_overhead(const Row *r) { return r->bw_ovh; }
+/* The same from the medians alone (ratio of medians), which the CSV keeps beside them. */
+static double lat_overhead_of_medians(const Row *r) { return (r->lat[1] - r->lat[0]) / r->lat[0] * 100.0; }
+static double bw_overhead_of_medians(const Row *r) { return (r->bw[0] - r->bw[1]) / r->bw[0] * 100.0; }
 
 static FILE *open_csv(const Options *o, char *path, size_t len) {
     return open_results_csv(o->csv, "host_overhead", path, len);
@@ -224,13 +235,18 @@ static int write_csv(const Options *o, int argc, char **argv, const Row *rows, i
         return 0;
     }
     begin_results_csv(f, "host_overhead", argc, argv, lib);
-    fprintf(f, "# mpi=\"%s\" rounds=%ld iters=%ld lat_iters=%ld window=%d median_of=%ld turns=interleaved\n", lib,
-            o->rounds, o->iters, o->lat_iters ? o->lat_iters : o->iters, WINDOW, o->rounds);
-    fprintf(f, "size,mpich_lat_us,mpiacc_lat_us,lat_overhead_pct,mpich_bw_GBs,mpiacc_bw_GBs,bw_overhead_pct\n");
+    fprintf(f,
+            "# mpi=\"%s\" rounds=%ld iters=%ld lat_iters=%ld window=%d median_of=%ld turns=interleaved "
+            "overhead=median_of_paired_ratios%s\n",
+            lib, o->rounds, o->iters, o->lat_iters ? o->lat_iters : o->iters, WINDOW, o->rounds,
+            o->control ? " control=mpich_vs_mpich" : "");
+    fprintf(f,
+            "size,mpich_lat_us,mpiacc_lat_us,lat_overhead_pct,mpich_bw_GBs,mpiacc_bw_GBs,bw_overhead_pct,"
+            "lat_overhead_of_medians_pct,bw_overhead_of_medians_pct\n");
     for (int i = 0; i < nrows; i++) {
         const Row *r = &rows[i];
-        fprintf(f, "%ld,%.4f,%.4f,%.2f,%.4f,%.4f,%.2f\n", r->size, r->lat[0], r->lat[1], lat_overhead(r),
-                r->bw[0], r->bw[1], bw_overhead(r));
+        fprintf(f, "%ld,%.4f,%.4f,%.2f,%.4f,%.4f,%.2f,%.2f,%.2f\n", r->size, r->lat[0], r->lat[1], lat_overhead(r),
+                r->bw[0], r->bw[1], bw_overhead(r), lat_overhead_of_medians(r), bw_overhead_of_medians(r));
     }
     if (fclose(f) != 0) {
         fprintf(stderr, "host_overhead: cannot write %s: %s\n", path, strerror(errno));
@@ -285,14 +301,16 @@ int main(int argc, char **argv) {
     memset(sbuf, 'a' + rank, (size_t)o.max_size); /* fault the pages in before timing */
     memset(rbuf, 0, (size_t)o.max_size * WINDOW);
 
-    const Path *paths[2] = {&mpich_path, &mpiacc_path};
+    const Path *paths[2] = {&mpich_path, o.control ? &mpich_path : &mpiacc_path};
     Row rows[32];
     int nrows = 0;
-    double lat[2][MAX_ROUNDS], bw[2][MAX_ROUNDS];
+    double lat[2][MAX_ROUNDS], bw[2][MAX_ROUNDS], lat_ratio[MAX_ROUNDS], bw_ratio[MAX_ROUNDS];
 
     if (rank == 0) {
+        if (o.control) printf("# host_overhead --control: MPICH against itself; \"mpiacc\" below is MPICH too\n");
         printf("# host_overhead: 2 ranks, median of %ld rounds; the paths take turns within each\n", o.rounds);
-        printf("# overhead %% > 0 means MPI-ACC is slower; bandwidth in GB/s (1e9 B/s), window %d\n", WINDOW);
+        printf("# overhead %%: median over the rounds of each round's ratio; > 0 means MPI-ACC is slower\n");
+        printf("# bandwidth in GB/s (1e9 B/s), window %d\n", WINDOW);
         printf("%10s %13s %13s %9s %13s %13s %9s\n", "size", "mpich_lat_us", "mpiacc_lat_us", "lat_ovh%",
                "mpich_bw_GBs", "mpiacc_bw_GBs", "bw_ovh%");
         fflush(stdout);
@@ -313,6 +331,8 @@ int main(int argc, char **argv) {
                 lat[p][n] = l[p];
                 bw[p][n] = b[p];
             }
+            lat_ratio[n] = l[1] / l[0];
+            bw_ratio[n] = b[1] / b[0];
         }
         Row *r = &rows[nrows++];
         r->size = size;
@@ -320,6 +340,8 @@ int main(int argc, char **argv) {
             r->lat[p] = median(lat[p], n);
             r->bw[p] = median(bw[p], n);
         }
+        r->lat_ovh = (median(lat_ratio, n) - 1.0) * 100.0;
+        r->bw_ovh = (1.0 - median(bw_ratio, n)) * 100.0;
         if (rank == 0) {
             printf("%10ld %13.3f %13.3f %+9.2f %13.3f %13.3f %+9.2f\n", size, r->lat[0], r->lat[1],
                    lat_overhead(r), r->bw[0], r->bw[1], bw_overhead(r));
