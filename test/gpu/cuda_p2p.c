@@ -1351,7 +1351,9 @@ static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
     if (ipc && !end_staged_run(8398)) return;
     unsigned char *d = gpu_malloc(room);
     MPI_Datatype t = view_type(&CUDA_TAGGED);
-    const long long posted0 = mpiacc_counter_value("cuda.copy.resident");
+    /* Pulls alone: without IPC the burst's staged copies go to the copier too
+     * (c_small_staged_copies_go_to_the_resident_copier). */
+    const long long posted0 = mpiacc_counter_value("cuda.copy.resident_pull");
     const long long declined0 = mpiacc_counter_value("cuda.copy.resident_declined");
     long long qualifying = 0;
     double busiest_us = 0; /* the fastest burst's time per message */
@@ -1392,7 +1394,7 @@ static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
     view_type_free(&CUDA_TAGGED, &t);
     CK(cudaFree(d));
     if (mt_rank != 1) return;
-    const long long posted = mpiacc_counter_value("cuda.copy.resident") - posted0;
+    const long long posted = mpiacc_counter_value("cuda.copy.resident_pull") - posted0;
     const long long declined = mpiacc_counter_value("cuda.copy.resident_declined") - declined0;
     const long long knob = mpiacc_knob_value("MPIACC_CUDA_RESIDENT_MAX");
     const long long idle_us = mpiacc_knob_value("MPIACC_CUDA_RESIDENT_IDLE_US");
@@ -1419,6 +1421,112 @@ static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
 #else
     (void)knob;
     MT_CHECK(posted == 0, "%lld pulls posted to a resident copier in a build without kernels", posted);
+#endif
+}
+
+/* Small messages between a device buffer and host memory are staged: the device side's
+ * copy (rank 0's, out of its device buffer into a pinned slot when it sends, into it from
+ * pinned memory when it receives) of at most MPIACC_CUDA_RESIDENT_MAX goes to the
+ * resident copier on rank 0's GPU, as small pulls do, where the device reads registered
+ * host memory at its host address. Bursts of 30 ping-pongs of 1 B-8 KiB: rank 0 sends from
+ * device offsets 0, 16 and 3 into rank 1's host memory and receives rank 1's reply at
+ * device offsets 0, 16 and 5; every byte lands both ways and nothing around it is written.
+ * Where a round trip is shorter than the kernel's idle time, the copier (on either rank:
+ * rank 1 may pull the first of a run) took at least half of the copies that qualify
+ * (payloads that go as memory writes, MPIACC_CUDA_MEMOP_MAX, never do); with the knob at
+ * 0, without the kernels or where the device cannot use host addresses, it took none. */
+static void c_small_staged_copies_go_to_the_resident_copier(void) {
+    enum { N = 30, BURSTS = 3 };
+    static const size_t sz[] = {1, 8, 16, 17, 200, 256, 1024, 4095, 4096, 8192};
+    static const size_t send_off[] = {0, 16, 3}, recv_off[] = {0, 16, 5};
+    enum { NS = sizeof sz / sizeof sz[0], NO = 3 };
+    const size_t slot = 8 * KiB + 64, room = N * slot + GPU_GUARD;
+    unsigned char *d_out = NULL, *d_in = NULL, *h = NULL;
+    MPI_Datatype t = MPI_CHAR;
+    if (mt_rank == 0) {
+        d_out = gpu_malloc(room);
+        d_in = gpu_malloc(room);
+        t = view_type(&CUDA_TAGGED);
+    } else {
+        h = malloc(room);
+        if (!h) gpu_die(__FILE__, __LINE__, "out of host memory");
+    }
+    const long long posted0 = mpiacc_counter_value("cuda.copy.resident");
+    long long qualifying = 0;
+    double fastest_us = 0; /* the fastest burst's time per round trip */
+    int tag = 8600;
+    for (int b = 0; b < BURSTS; ++b, tag += 2 * N) {
+        if (mt_rank == 0) {
+            for (int k = 0; k < N; ++k)
+                gpu_upload(d_out + k * slot + send_off[k % NO], gpu_ref + msg_off(tag + k, 0), sz[k % NS]);
+            gpu_memset(d_in, GPU_SENTINEL, room);
+        } else {
+            memset(h, GPU_SENTINEL, room);
+        }
+        MCK(MPI_Barrier(W));
+        const double t0 = MPI_Wtime();
+        for (int k = 0; k < N; ++k) {
+            const size_t n = sz[k % NS];
+            MPI_Status st;
+            if (mt_rank == 0) {
+                MCK(MPI_Send(d_out + k * slot + send_off[k % NO], (int)n, t, 1, tag + k, W));
+                MCK(MPI_Recv(d_in + k * slot + recv_off[(k / NO) % NO], (int)n, t, 1, tag + N + k, W, &st));
+                GPU_CHECK_STATUS(st, 1, tag + N + k, n, "burst %d reply %d: %zu bytes into the device", b, k, n);
+            } else {
+                MCK(MPI_Recv(h + k * slot, (int)n, MPI_CHAR, 0, tag + k, W, &st));
+                GPU_CHECK_STATUS(st, 0, tag + k, n, "burst %d message %d: %zu bytes into host memory", b, k, n);
+                MCK(MPI_Send(gpu_ref + msg_off(tag + N + k, 1), (int)n, MPI_CHAR, 0, tag + N + k, W));
+            }
+        }
+        const double per_round_trip_us = (MPI_Wtime() - t0) * 1e6 / N;
+        if (b == 0 || per_round_trip_us < fastest_us) fastest_us = per_round_trip_us;
+        const unsigned char *got = mt_rank == 0 ? gpu_download(d_in, room) : h;
+        size_t at = 0;
+        for (int k = 0; k < N; ++k) {
+            const size_t n = sz[k % NS], so = send_off[k % NO], ro = mt_rank == 0 ? recv_off[(k / NO) % NO] : 0;
+            if (n <= 4 * KiB && (n <= 256 || so % 16 == 0)) ++qualifying;                             /* out */
+            if (n <= 4 * KiB && (n <= 256 || ro % 16 == 0) && !(n <= 16 && n % 4 == 0)) ++qualifying; /* in */
+            GPU_CHECK_UNTOUCHED(got + at, k * slot + ro - at, GPU_SENTINEL, "rank %d burst %d: before message %d",
+                                mt_rank, b, k);
+            GPU_CHECK_SAME(got + k * slot + ro, gpu_ref + msg_off(mt_rank == 0 ? tag + N + k : tag + k, !mt_rank), n,
+                           "rank %d burst %d message %d: %zu bytes at offset %zu", mt_rank, b, k, n, ro);
+            at = k * slot + ro + n;
+        }
+        GPU_CHECK_UNTOUCHED(got + at, room - at, GPU_SENTINEL, "rank %d burst %d: after the last message", mt_rank, b);
+    }
+    if (mt_rank == 0) {
+        view_type_free(&CUDA_TAGGED, &t);
+        CK(cudaFree(d_out));
+        CK(cudaFree(d_in));
+    } else {
+        free(h);
+    }
+    long long mine = mpiacc_counter_value("cuda.copy.resident") - posted0, posted = 0;
+    MCK(MPI_Allreduce(&mine, &posted, 1, MPI_LONG_LONG, MPI_SUM, W));
+    if (mt_rank != 0) return;
+    const long long knob = mpiacc_knob_value("MPIACC_CUDA_RESIDENT_MAX");
+    const long long idle_us = mpiacc_knob_value("MPIACC_CUDA_RESIDENT_IDLE_US");
+    int host_addresses = 0;
+    CK(cudaDeviceGetAttribute(&host_addresses, cudaDevAttrCanUseHostPointerForRegisteredMem, gpu_dev));
+    printf(
+        "# %lld of %lld qualifying staged copies posted to a resident copier; fastest burst %.1f us a round trip "
+        "(idle time %lld us)\n",
+        posted, qualifying, fastest_us, idle_us);
+#if MPIACC_HAVE_CUDA_KERNELS
+    if (knob == 0 || !host_addresses) {
+        MT_CHECK(posted == 0, "%lld copies posted to the resident copier with the knob at 0 or no host addresses",
+                 posted);
+        return;
+    }
+    /* Each copy of rank 0 comes half a round trip after the one before. */
+    if (fastest_us < idle_us)
+        MT_CHECK(posted >= qualifying / 2, "only %lld of %lld qualifying staged copies went to the resident copier",
+                 posted, qualifying);
+#else
+    (void)knob;
+    (void)idle_us;
+    (void)host_addresses;
+    MT_CHECK(posted == 0, "%lld copies posted to a resident copier in a build without kernels", posted);
 #endif
 }
 
@@ -1499,6 +1607,7 @@ static const gpu_case_t cases[] = {
     {"small_host_payloads_into_device_memory_by_memory_writes",
      c_small_host_payloads_into_device_memory_by_memory_writes, 0},
     {"small_pulls_in_a_burst_go_to_the_resident_copier", c_small_pulls_in_a_burst_go_to_the_resident_copier, 0},
+    {"small_staged_copies_go_to_the_resident_copier", c_small_staged_copies_go_to_the_resident_copier, 0},
 #if CUDA_P2P_COPY_FLAGS
     {"staging_copies_write_their_done_words", c_staging_copies_write_their_done_words, 0},
 #endif

@@ -16,7 +16,11 @@
 // stays on the GPU while pulls come and reads them from a ring in pinned host memory
 // (resident_ring.h). On two H200s an 8 B pull from
 // the peer ended 4.9 us after the host posted it, against 7.9-8.6 by cudaMemcpyAsync and a
-// done word (maint/diag/proxy-copy.cu, session 36).
+// done word (maint/diag/proxy-copy.cu, session 36). It takes the small copies of staged
+// messages too, between the GPU's memory and pinned host memory that it reads and writes
+// at the host's addresses: on two H100s 8 B one way D->H fell from 7.1-9.4 us to 6.0,
+// H->D from 7.6-8.4 to 6.0-6.2 (session 37), where a launched kernel had lost to a copy
+// engine.
 //
 // Built by nvcc into a fatbin that cuda_accel.cc embeds and loads with cudaLibraryLoadData
 // on first use: nothing registers with the driver when the library loads, so a process

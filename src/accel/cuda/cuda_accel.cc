@@ -540,12 +540,18 @@ struct DeviceState {
     std::int32_t pci_location = -1;
     std::uint64_t *done_words = nullptr;      // pinned, mapped: one per stream (StreamTracker)
     std::uint64_t *done_words_dev = nullptr;  // the same words as the device addresses them
-    // Small IPC pulls into this device's memory (resident_copier.h); null where the
-    // kernels are not built in or MPIACC_CUDA_RESIDENT_MAX=0.
+    // Small copies this device's kernel can make (resident_copier.h): IPC pulls into its
+    // memory, and copies between its memory (or a peer's it reads) and pinned staging
+    // memory. Null where the kernels are not built in or MPIACC_CUDA_RESIDENT_MAX=0.
     std::unique_ptr<ResidentCopier> resident;
-    // IPC pulls enqueued (or waiting in pull_batch) on copy engines whose owners have not
-    // yet seen them end: while there are any, no pull goes to `resident`.
-    std::atomic<long> engine_pulls{0};
+    // Registered host memory is at its host address on this device too
+    // (cudaDevAttrCanUseHostPointerForRegisteredMem): then `resident` may take copies to
+    // and from the pinned memory that State::pinned knows (all of it mapped).
+    bool host_at_own_address = false;
+    // Copies enqueued (or waiting in pull_batch) on copy engines whose owners have not yet
+    // seen them end, of those that could have gone to `resident` (IPC pulls, and copies
+    // offered to it): while there are any, none goes to `resident`.
+    std::atomic<long> engine_copies{0};
 
     DeviceState() = default;
     DeviceState(const DeviceState &) = delete;
@@ -624,8 +630,8 @@ public:
           memop_(by_memop) {}
     ~CopyCompletion() override;
 
-    // A small pull between device buffers that may go to the device's resident copier
-    // (CudaBuffer::by_resident): tried first, while the copier's kernel runs.
+    // A small copy that may go to the device's resident copier (CudaBuffer::by_resident,
+    // by_resident_host): tried first, while the copier's kernel runs.
     void offer_resident() { resident_offered_ = true; }
 
     // Enqueue now, or (host_orders) once the dependencies have completed, or (a pull in
@@ -634,7 +640,7 @@ public:
     // pulls after this one. Fails only on an error to report at once.
     int begin(bool host_orders, std::string *why) {
         if (stream_index_ == kPullStream) plan_pull_fault();
-        if (resident_offered_ && !host_orders && deps_.empty() && !fault_planned_ && pulls_idle()) {
+        if (resident_offered_ && !host_orders && deps_.empty() && !fault_planned_ && engines_idle()) {
             if (post_resident()) return MPI_SUCCESS;
             int rc = begin_elsewhere(false, why);
             DeviceGuard guard(device_->ordinal, device_->driver.get());
@@ -675,27 +681,28 @@ private:
         }
         resident_posted_ = false;
         started_ = false;
-        count_engine_pull();
+        count_engine_copy();
         std::string why;
         if (start(&why) != MPI_SUCCESS) finish();
         return true;
     }
-    void count_engine_pull() {
-        if (stream_index_ != kPullStream || counted_pull_) return;
-        counted_pull_ = true;
-        device_->engine_pulls.fetch_add(1, std::memory_order_relaxed);
+    void count_engine_copy() {
+        if ((stream_index_ != kPullStream && !resident_offered_) || counted_engine_) return;
+        counted_engine_ = true;
+        device_->engine_copies.fetch_add(1, std::memory_order_relaxed);
     }
-    void uncount_engine_pull() {
-        if (!counted_pull_) return;
-        counted_pull_ = false;
-        device_->engine_pulls.fetch_sub(1, std::memory_order_relaxed);
+    void uncount_engine_copy() {
+        if (!counted_engine_) return;
+        counted_engine_ = false;
+        device_->engine_copies.fetch_sub(1, std::memory_order_relaxed);
     }
-    // No other pull of this device is on a copy engine, or waiting in pull_batch, with
-    // its end not yet seen: then this one goes alone, and the resident copier is fastest.
-    // A pull of a window that finds others in flight goes with them to the copy engines,
-    // which batch them: on two H100s windows of 32 pulls of 64 B-4 KiB ran 13-17% slower
-    // where the copier took each pull that found it free.
-    bool pulls_idle() const { return device_->engine_pulls.load(std::memory_order_relaxed) == 0; }
+    // No other pull, or copy the resident copier could have taken, of this device is on a
+    // copy engine (or waiting in pull_batch) with its end not yet seen: then this one
+    // goes alone, and the resident copier is fastest. A copy of a window that finds
+    // others in flight goes with them to the copy engines, which overlap them: on two
+    // H100s windows of 32 pulls of 64 B-4 KiB ran 13-17% slower where the copier took
+    // each pull that found it free.
+    bool engines_idle() const { return device_->engine_copies.load(std::memory_order_relaxed) == 0; }
     bool post_resident() {
         std::uint64_t command;
         if (!device_->resident->post(dst_, src_, len_, keep_, &command)) return false;
@@ -703,11 +710,12 @@ private:
         resident_posted_ = true;
         started_ = true;
         MPIACC_COUNT("cuda.copy.resident");
+        if (stream_index_ == kPullStream) MPIACC_COUNT("cuda.copy.resident_pull");
         return true;
     }
 
     int begin_elsewhere(bool host_orders, std::string *why) {
-        count_engine_pull();
+        count_engine_copy();
         if (!host_orders && may_defer()) {
             defer();
             return MPI_SUCCESS;
@@ -981,7 +989,7 @@ private:
         what_ = what;
     }
     bool finish() {
-        uncount_engine_pull();
+        uncount_engine_copy();
         finished_ = true;
         done_.reset();
         deps_.clear();
@@ -1014,7 +1022,7 @@ private:
     bool finished_ = false;
     std::atomic<bool> deferred_{false};  // held by device_->pull_batch, not yet enqueued
     bool resident_offered_ = false;      // offer_resident()
-    bool counted_pull_ = false;          // in device_->engine_pulls
+    bool counted_engine_ = false;        // in device_->engine_copies
     bool resident_posted_ = false;       // on the resident copier's ring, not yet resolved
     std::uint64_t resident_command_ = 0;
     bool fault_planned_ = false;         // MPIACC_FAULT_PULL chose this pull
@@ -1070,7 +1078,7 @@ private:
 CopyCompletion::~CopyCompletion() {
     if (deferred_.load(std::memory_order_acquire)) device_->pull_batch->remove(this);
     if (resident_posted_) device_->resident->abandon(resident_command_);
-    uncount_engine_pull();
+    uncount_engine_copy();
 }
 
 void CopyCompletion::defer() {
@@ -1277,8 +1285,9 @@ struct CudaAccel::State : std::enable_shared_from_this<CudaAccel::State> {
     // ordering by the host).
     PeerSegmentPins peer_pins{
         [this](void *base, std::size_t bytes, std::string *why) {
-            // Portable: whichever device's receive copies out of it.
-            cudaError_t e = quiet(cudaHostRegister(base, bytes, cudaHostRegisterPortable));
+            // Portable: whichever device's receive copies out of it. Mapped, as all that
+            // `pinned` knows: a resident copier's kernel may read it (DeviceState).
+            cudaError_t e = quiet(cudaHostRegister(base, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped));
             if (e != cudaSuccess) {
                 *why =
                     format("cudaHostRegister of a peer's staging segment (%zu bytes) failed: ", bytes) + cuda_text(e);
@@ -1440,6 +1449,21 @@ private:
                other.info_.kind == MemoryKind::DEVICE;
     }
 
+    // Whether a copy of `len` bytes between `host`, pinned memory that State::pinned knows,
+    // and this buffer (plain memory of this device, or a peer's region mapped here that
+    // this device reads) may go to the device's resident copier, as by_resident: the
+    // kernel reads or writes the host side at its own address. Staged small messages then
+    // skip a copy engine's launch and completion on both sides: the sender's copy out of
+    // its device buffer and the receiver's copy in.
+    bool by_resident_host(const void *dst, const void *src, const void *host, std::size_t len) const {
+        if (!device_->resident || !device_->host_at_own_address || len == 0 || len > knobs().cuda_resident_max)
+            return false;
+        if ((as_addr(dst) | as_addr(src)) % 16 != 0 && len > kResidentUnalignedMax) return false;
+        if (info_.kind != MemoryKind::DEVICE || !owner_->pinned->contains(host, len)) return false;
+        if (mapping_) return mapping_->device == device_->ordinal && mapping_->peer_readable;
+        return kernel_addressable(device_->ordinal);
+    }
+
     // Whether a copy of `len` bytes from host memory `src` into `dst`, this buffer's own
     // device memory (not an IPC mapping), goes as stream memory writes of its words
     // (write_words): small, in whole 4-byte words at 4-byte addresses.
@@ -1479,7 +1503,10 @@ private:
         const bool at_once = use == CopyUse::WAITED_AT_ONCE && deps.empty() && !pull && knobs().cuda_wait_stream;
         auto op = std::make_unique<CopyCompletion>(device_, index, dst, src, len, std::move(deps), std::move(keep),
                                                    !host && by_kernel(other, dst, src, len), !pull, at_once, memop);
-        if (pull && !host && by_resident(other, dst, src, len)) op->offer_resident();
+        // A payload that goes as memory writes stays so: it needs no kernel, and its words
+        // are taken at the call.
+        if (!memop && (host ? by_resident_host(dst, src, host, len) : pull && by_resident(other, dst, src, len)))
+            op->offer_resident();
         int rc = op->begin(host_orders, why);
         if (rc != MPI_SUCCESS) return rc;
         *done = std::move(op);
@@ -1641,6 +1668,10 @@ std::shared_ptr<DeviceState> CudaAccel::State::device_state(int ordinal, std::st
             MPIACC_COUNT("cuda.resident.unavailable");
             if (knobs().verbose > 0) std::fprintf(stderr, "mpiacc: device %d: %s\n", ordinal, why.c_str());
         }
+        int same = 0;
+        state->host_at_own_address = quiet(cudaDeviceGetAttribute(&same, cudaDevAttrCanUseHostPointerForRegisteredMem,
+                                                                  ordinal)) == cudaSuccess &&
+                                     same != 0;
     }
     bool mem_ops = false;  // 64-bit stream memory operations
     if (driver->device_get_attribute && driver->device_get) {
@@ -2081,7 +2112,9 @@ int CudaAccel::capture(void *addr, std::size_t bytes, const BufferAttrs &attrs, 
 bool CudaAccel::register_host(void *p, std::size_t bytes) {
     if (!p || bytes == 0 || !available()) return false;
     // Portable: pinned for every device's context, whichever device copies from it.
-    if (quiet(cudaHostRegister(p, bytes, cudaHostRegisterPortable)) != cudaSuccess) return false;
+    // Mapped, as all that `pinned` knows: a resident copier's kernel may use it (DeviceState).
+    if (quiet(cudaHostRegister(p, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped)) != cudaSuccess)
+        return false;
     state_->pinned->add(p, bytes);
     counter("cuda.host.registered")++;
     return true;

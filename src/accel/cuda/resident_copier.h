@@ -1,12 +1,14 @@
-// Small device-to-device copies by a kernel that stays on the GPU (mpiacc_resident_copy
-// in copy_kernel.cu), fed through a ring in pinned host memory (resident_ring.h).
+// Small copies by a kernel that stays on the GPU (mpiacc_resident_copy in copy_kernel.cu),
+// fed through a ring in pinned host memory (resident_ring.h): IPC pulls into the GPU's
+// memory, and copies between its memory and pinned staging memory (cuda_accel.cc,
+// CudaBuffer::by_resident and by_resident_host).
 //
 // A copy engine's copy of a few bytes ends 7-9 us after cudaMemcpyAsync is called, nearly
 // all of it getting the work onto the GPU and its end back; a running kernel that polls
 // the ring takes a posted copy in one host-memory round trip and says it is done in
 // another (4.9 us for 8 B pulled from the peer GPU on two H200s). The kernel leaves after
 // MPIACC_CUDA_RESIDENT_IDLE_US without a copy, so that it holds one warp of one SM only
-// while small pulls come, and an application's cudaDeviceSynchronize or cudaFree waits
+// while small copies come, and an application's cudaDeviceSynchronize or cudaFree waits
 // at most that long for it.
 //
 // A copy goes to the ring only while the kernel is known to run (it said so after its
