@@ -97,8 +97,12 @@ static int parse_options(int argc, char **argv, Options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok;
-        if (!strcmp(a, "--enforce") || !strcmp(a, "--control")) {
-            *(a[2] == 'e' ? &o->enforce : &o->control) = 1;
+        if (!strcmp(a, "--enforce")) {
+            o->enforce = 1;
+            continue;
+        }
+        if (!strcmp(a, "--control")) {
+            o->control = 1;
             continue;
         }
         if (!v) return 0;

@@ -71,8 +71,8 @@ constexpr std::chrono::microseconds kFlaggedCopyPatience{200};
 // synchronization; 16 B (two writes) 5.7 against 6.7, but 64 B (eight) 9.5 against 6.4
 // (maint/diag/small-copy-completion.cu, session 32).
 constexpr std::size_t kMemopMaxBytes = 16;
-// The longest pull the resident copier takes with an end that is not 16-byte aligned: its
-// warp then moves a byte a lane at a time, one NVLink round trip per 32 bytes.
+// The longest copy the resident copier takes with an end that is not 16-byte aligned: its
+// warp then moves a byte a lane at a time, one NVLink or PCIe round trip per 32 bytes.
 constexpr std::size_t kResidentUnalignedMax = 256;
 
 inline void cpu_relax() {
@@ -1217,7 +1217,9 @@ struct CudaAccel::State : std::enable_shared_from_this<CudaAccel::State> {
     }
     void probe();
     bool query_pointer(const void *addr, PointerInfo *info, std::string *why);
-    bool host_is_pinned(const void *p, std::size_t len);
+    // Host memory the driver says is pinned, though `pinned` does not know it (the
+    // application's cudaMallocHost or cudaHostRegister).
+    bool driver_pinned(const void *p);
     std::shared_ptr<DeviceState> device_state(int ordinal, std::string *why);
     bool export_mem_handle(const PointerInfo &info, cudaIpcMemHandle_t *out);
     int capture(void *addr, std::size_t bytes, const BufferAttrs &attrs, std::unique_ptr<DeviceBuffer> *out,
@@ -1438,30 +1440,35 @@ private:
         return kernel_addressable(device_->ordinal) && other.kernel_addressable(device_->ordinal);
     }
 
-    // Whether a pull of `len` bytes from `other`, a peer's region mapped here, into `dst`
-    // in this buffer (plain memory of this device) may go to the device's resident
-    // copier: small, and 16-byte aligned at both ends or short enough to go byte by byte.
-    bool by_resident(const CudaBuffer &other, void *dst, const void *src, std::size_t len) const {
+    // Whether the device's resident copier may take a copy of `len` bytes from `src` to
+    // `dst`, by size: small, and 16-byte aligned at both ends or short enough to go byte
+    // by byte.
+    bool resident_size_ok(const void *dst, const void *src, std::size_t len) const {
         if (!device_->resident || len == 0 || len > knobs().cuda_resident_max) return false;
-        if ((as_addr(dst) | as_addr(src)) % 16 != 0 && len > kResidentUnalignedMax) return false;
-        return !mapping_ && kernel_addressable(device_->ordinal) && other.mapping_ &&
-               other.mapping_->device == device_->ordinal && other.mapping_->peer_readable &&
-               other.info_.kind == MemoryKind::DEVICE;
+        return (as_addr(dst) | as_addr(src)) % 16 == 0 || len <= kResidentUnalignedMax;
     }
 
-    // Whether a copy of `len` bytes between `host`, pinned memory that State::pinned knows,
-    // and this buffer (plain memory of this device, or a peer's region mapped here that
-    // this device reads) may go to the device's resident copier, as by_resident: the
-    // kernel reads or writes the host side at its own address. Staged small messages then
-    // skip a copy engine's launch and completion on both sides: the sender's copy out of
-    // its device buffer and the receiver's copy in.
-    bool by_resident_host(const void *dst, const void *src, const void *host, std::size_t len) const {
-        if (!device_->resident || !device_->host_at_own_address || len == 0 || len > knobs().cuda_resident_max)
-            return false;
-        if ((as_addr(dst) | as_addr(src)) % 16 != 0 && len > kResidentUnalignedMax) return false;
-        if (info_.kind != MemoryKind::DEVICE || !owner_->pinned->contains(host, len)) return false;
-        if (mapping_) return mapping_->device == device_->ordinal && mapping_->peer_readable;
-        return kernel_addressable(device_->ordinal);
+    // Whether a peer's region mapped here is one the resident copier on `ordinal` reads.
+    bool resident_readable_mapping(int ordinal) const {
+        return mapping_ && mapping_->device == ordinal && mapping_->peer_readable && info_.kind == MemoryKind::DEVICE;
+    }
+
+    // Whether a pull of `len` bytes from `other`, a peer's region mapped here, into `dst`
+    // in this buffer (plain memory of this device) may go to the device's resident copier.
+    bool by_resident(const CudaBuffer &other, void *dst, const void *src, std::size_t len) const {
+        return resident_size_ok(dst, src, len) && !mapping_ && kernel_addressable(device_->ordinal) &&
+               other.resident_readable_mapping(device_->ordinal);
+    }
+
+    // Whether a copy of `len` bytes between pinned host memory that State::pinned knows
+    // (`host_pinned`) and this buffer (plain memory of this device, or a peer's region
+    // mapped here that this device reads) may go to the device's resident copier, the
+    // kernel reading or writing the host side at its own address. Staged small messages
+    // then skip a copy engine's launch and completion on both sides: the sender's copy
+    // out of its device buffer and the receiver's copy in.
+    bool by_resident_host(const void *dst, const void *src, bool host_pinned, std::size_t len) const {
+        if (!host_pinned || !device_->host_at_own_address || !resident_size_ok(dst, src, len)) return false;
+        return mapping_ ? resident_readable_mapping(device_->ordinal) : kernel_addressable(device_->ordinal);
     }
 
     // Whether a copy of `len` bytes from host memory `src` into `dst`, this buffer's own
@@ -1480,7 +1487,10 @@ private:
         // A memop write takes its words at the call and never blocks it: no reason to
         // hold it back for a pageable source.
         const bool memop = by_memop(dst, src, host, len);
-        const bool host_orders = host && !memop && !owner_->host_is_pinned(host, len);
+        // Our staging slots and registered buffers (the common case), for the ordering and
+        // for the resident copier; then the driver, for the application's pinned memory.
+        const bool host_known_pinned = host && !memop && owner_->pinned->contains(host, len);
+        const bool host_orders = host && !memop && !host_known_pinned && !owner_->driver_pinned(host);
         std::vector<std::shared_ptr<EventRef>> deps;
         std::vector<std::shared_ptr<void>> keep;
         auto add = [&](const CudaBuffer &b) {
@@ -1505,7 +1515,8 @@ private:
                                                    !host && by_kernel(other, dst, src, len), !pull, at_once, memop);
         // A payload that goes as memory writes stays so: it needs no kernel, and its words
         // are taken at the call.
-        if (!memop && (host ? by_resident_host(dst, src, host, len) : pull && by_resident(other, dst, src, len)))
+        if (!memop &&
+            (host ? by_resident_host(dst, src, host_known_pinned, len) : pull && by_resident(other, dst, src, len)))
             op->offer_resident();
         int rc = op->begin(host_orders, why);
         if (rc != MPI_SUCCESS) return rc;
@@ -1622,8 +1633,7 @@ bool CudaAccel::State::query_pointer(const void *addr, PointerInfo *info, std::s
     return true;
 }
 
-bool CudaAccel::State::host_is_pinned(const void *p, std::size_t len) {
-    if (pinned->contains(p, len)) return true;  // our staging slots: the common case
+bool CudaAccel::State::driver_pinned(const void *p) {
     PointerInfo info;
     std::string why;
     return query_pointer(p, &info, &why) && info.kind == MemoryKind::HOST_PINNED;
