@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -73,21 +74,26 @@ constexpr std::size_t kCacheBytes = 128u << 20;
 // 25 us tagged, in the H200 run of 2026-11-22 (not yet confirmed there).
 constexpr std::size_t kPage = 4096;
 
-char *allocate_bounce(std::size_t bytes, std::size_t *capacity) {
-    if (bytes < kCachedBytes) {
-        *capacity = bytes;
-        return new char[bytes ? bytes : 1];  // uninitialised on purpose
-    }
-    *capacity = (bytes + kPage - 1) / kPage * kPage;
-    return static_cast<char *>(::operator new[](*capacity, std::align_val_t(kPage)));
+// Pinnable bounces under kCachedBytes (CUDA receives) come in whole-page sizes of 4, 8,
+// 16 and 32 KiB, each size with a free list of its own: popped and pushed at no more
+// cost than a malloc, so that envelopes, which most such receives get, pay nothing for
+// it; and each buffer is page-locked once, by its first payload, not at every receive.
+// Bounded per size (at most 3.8 MiB in all).
+constexpr std::size_t kSmallSizes = 4;
+constexpr std::size_t kSmallMax = kPage << (kSmallSizes - 1);
+constexpr std::size_t kSmallPerSize = 64;
+
+std::size_t small_size_index(std::size_t capacity) {
+    std::size_t i = 0;
+    while ((kPage << i) < capacity) ++i;
+    return i;
 }
 
-void delete_bounce(char *data, std::size_t capacity) {
-    if (capacity < kCachedBytes)
-        delete[] data;
-    else
-        ::operator delete[](data, std::align_val_t(kPage));
+char *allocate_pages(std::size_t capacity) {
+    return static_cast<char *>(::operator new[](capacity, std::align_val_t(kPage)));
 }
+
+void delete_pages(char *data) { ::operator delete[](data, std::align_val_t(kPage)); }
 
 struct CachedBounce {
     char *data;
@@ -96,9 +102,10 @@ struct CachedBounce {
     Accel *refused_by;
 };
 
+// Every cached bounce is whole pages.
 void free_bounce(const CachedBounce &b) {
     if (b.pinned_by) b.pinned_by->unregister_host(b.data);
-    delete_bounce(b.data, b.capacity);
+    delete_pages(b.data);
 }
 
 // Registered buffers are freed by clear_bounce_cache() at MPI_Finalize, while their
@@ -107,8 +114,11 @@ struct BounceCache {
     std::mutex mutex;
     std::deque<CachedBounce> free;  // oldest first
     std::size_t bytes = 0;
+    std::vector<CachedBounce> small[kSmallSizes];  // by size; the most recently freed last
     ~BounceCache() {
-        for (auto &f : free) delete_bounce(f.data, f.capacity);
+        for (auto &f : free) delete_pages(f.data);
+        for (auto &list : small)
+            for (auto &f : list) delete_pages(f.data);
     }
 };
 
@@ -119,9 +129,38 @@ BounceCache &bounce_cache() {
 
 }  // namespace
 
-BounceBuffer::BounceBuffer(std::size_t bytes) : size_(bytes) {
-    if (bytes >= kCachedBytes) {
+BounceBuffer::BounceBuffer(std::size_t bytes, bool pinnable) : size_(bytes) {
+    if (pinnable && bytes <= kSmallMax) {
+        const std::size_t i = small_size_index(bytes);
+        whole_pages_ = true;
         BounceCache &c = bounce_cache();
+        {
+            std::lock_guard<std::mutex> lock(c.mutex);
+            if (!c.small[i].empty()) {
+                const CachedBounce &b = c.small[i].back();
+                data_ = b.data;
+                capacity_ = b.capacity;
+                pinned_by_ = b.pinned_by;
+                refused_by_ = b.refused_by;
+                c.small[i].pop_back();
+                return;
+            }
+        }
+        capacity_ = kPage << i;
+        data_ = allocate_pages(capacity_);
+        return;
+    }
+    // A pinnable one over kSmallMax is taken whole pages, as a large one, so that it can
+    // be page-locked and cached too.
+    const bool cached = bytes >= kCachedBytes || pinnable;
+    if (!cached) {
+        capacity_ = bytes;
+        data_ = new char[bytes ? bytes : 1];  // uninitialised on purpose
+        return;
+    }
+    whole_pages_ = true;
+    BounceCache &c = bounce_cache();
+    {
         std::lock_guard<std::mutex> lock(c.mutex);
         // The smallest reusable_for the request; among equals, a page-locked one, then the
         // most recently released: a receive loop keeps reusing one warm buffer.
@@ -142,15 +181,22 @@ BounceBuffer::BounceBuffer(std::size_t bytes) : size_(bytes) {
             MPIACC_COUNT("protocol.bounce.reused");
             return;
         }
-        MPIACC_COUNT("protocol.bounce.allocated");
     }
-    data_ = allocate_bounce(bytes, &capacity_);
+    MPIACC_COUNT("protocol.bounce.allocated");
+    capacity_ = (std::max(bytes, kCachedBytes) + kPage - 1) / kPage * kPage;
+    data_ = allocate_pages(capacity_);
 }
 
 BounceBuffer::BounceBuffer(BounceBuffer &&o) noexcept
-    : data_(o.data_), size_(o.size_), capacity_(o.capacity_), pinned_by_(o.pinned_by_), refused_by_(o.refused_by_) {
+    : data_(o.data_),
+      size_(o.size_),
+      capacity_(o.capacity_),
+      whole_pages_(o.whole_pages_),
+      pinned_by_(o.pinned_by_),
+      refused_by_(o.refused_by_) {
     o.data_ = nullptr;
     o.size_ = o.capacity_ = 0;
+    o.whole_pages_ = false;
     o.pinned_by_ = nullptr;
     o.refused_by_ = nullptr;
 }
@@ -161,10 +207,12 @@ BounceBuffer &BounceBuffer::operator=(BounceBuffer &&o) noexcept {
         data_ = o.data_;
         size_ = o.size_;
         capacity_ = o.capacity_;
+        whole_pages_ = o.whole_pages_;
         pinned_by_ = o.pinned_by_;
         refused_by_ = o.refused_by_;
         o.data_ = nullptr;
         o.size_ = o.capacity_ = 0;
+        o.whole_pages_ = false;
         o.pinned_by_ = nullptr;
         o.refused_by_ = nullptr;
     }
@@ -173,7 +221,7 @@ BounceBuffer &BounceBuffer::operator=(BounceBuffer &&o) noexcept {
 
 bool BounceBuffer::pin(Accel *accel) {
     if (pinned_by_) return pinned_by_ == accel;  // another kind's registration does not help this one
-    if (refused_by_ == accel || !data_ || !accel) return false;
+    if (refused_by_ == accel || !data_ || !accel || !whole_pages_) return false;
     if (!accel->register_host(data_, capacity_)) {
         // Not asked again by that kind: a refusal costs as much as a success. Another
         // kind may still pin it (an OpenCL receive that used the buffer before a CUDA one
@@ -187,34 +235,53 @@ bool BounceBuffer::pin(Accel *accel) {
 
 void clear_bounce_cache() {
     std::deque<CachedBounce> all;
+    std::vector<CachedBounce> small;
     {
         BounceCache &c = bounce_cache();
         std::lock_guard<std::mutex> lock(c.mutex);
         all.swap(c.free);
         c.bytes = 0;
+        for (auto &list : c.small) {
+            small.insert(small.end(), list.begin(), list.end());
+            list.clear();
+        }
     }
     for (auto &b : all) free_bounce(b);
+    for (auto &b : small) free_bounce(b);
 }
 
 void BounceBuffer::release() {
     if (!data_) return;
+    if (!whole_pages_) {
+        delete[] data_;
+        data_ = nullptr;
+        return;
+    }
     std::vector<CachedBounce> evicted;
     CachedBounce self{data_, capacity_, pinned_by_, refused_by_};
     data_ = nullptr;
     pinned_by_ = nullptr;
     refused_by_ = nullptr;
-    if (self.capacity >= kCachedBytes && self.capacity <= kCacheBytes) {
+    {
         BounceCache &c = bounce_cache();
         std::lock_guard<std::mutex> lock(c.mutex);
-        c.free.push_back(self);
-        c.bytes += self.capacity;
-        while (c.free.size() > kCacheEntries || c.bytes > kCacheBytes) {
-            evicted.push_back(c.free.front());
-            c.bytes -= c.free.front().capacity;
-            c.free.pop_front();
+        if (self.capacity <= kSmallMax) {
+            auto &list = c.small[small_size_index(self.capacity)];
+            if (list.size() < kSmallPerSize)
+                list.push_back(self);
+            else
+                evicted.push_back(self);
+        } else if (self.capacity <= kCacheBytes) {
+            c.free.push_back(self);
+            c.bytes += self.capacity;
+            while (c.free.size() > kCacheEntries || c.bytes > kCacheBytes) {
+                evicted.push_back(c.free.front());
+                c.bytes -= c.free.front().capacity;
+                c.free.pop_front();
+            }
+        } else {
+            evicted.push_back(self);
         }
-    } else {
-        evicted.push_back(self);
     }
     for (auto &b : evicted) free_bounce(b);  // outside the lock
 }

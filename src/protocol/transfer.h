@@ -60,11 +60,12 @@ struct MessageBuffer {
 // envelope or a payload. Not zero-filled (only what arrives is touched), and large ones
 // are reused from a small cache: device receives size it for the largest payload a
 // sender may send (2 MiB by default), and allocating that per receive cost more than
-// the transfers themselves (seen on the H200 machine).
+// the transfers themselves (seen on the H200 machine). A pinnable one, whatever its
+// size, is whole pages from the cache, so that pin() can page-lock it once for good.
 class BounceBuffer {
 public:
     BounceBuffer() = default;
-    explicit BounceBuffer(std::size_t bytes);
+    explicit BounceBuffer(std::size_t bytes, bool pinnable = false);
     ~BounceBuffer() {
         if (data_) release();
     }
@@ -76,15 +77,18 @@ public:
     std::size_t size() const { return size_; }
     // Page-locks the buffer with `accel` (once: a cached buffer keeps it), so that a
     // payload received into it goes to the device by DMA. True when it is pinned for
-    // that kind; a refusal is remembered per kind.
+    // that kind; a refusal is remembered per kind. Only whole_pages() buffers are pinned.
     bool pin(Accel *accel);
     bool pinned() const { return pinned_by_ != nullptr; }
+    // Whole pages from the cache: pinnable, or at least the cache's smallest large size.
+    bool whole_pages() const { return whole_pages_; }
 
 private:
     void release();
     char *data_ = nullptr;
     std::size_t size_ = 0;
     std::size_t capacity_ = 0;
+    bool whole_pages_ = false;
     Accel *pinned_by_ = nullptr;   // registered with this kind; undone before freeing
     Accel *refused_by_ = nullptr;  // this kind refused to register it: not asked again
 };

@@ -1331,6 +1331,72 @@ static void c_small_host_payloads_into_device_memory_by_memory_writes(void) {
                  qualifying);
 }
 
+/* A host payload under 64 KiB into CUDA memory is copied to the device straight out of
+ * the bounce buffer it was received into, which is page-locked once and kept per size
+ * (BounceBuffer), not through a staging slot after a CPU copy. Host sends of 1 B-63 KiB
+ * into device offsets 0 and 3, received blocking, nonblocking, and in windows of 4 at
+ * once: every byte lands, nothing around it is written, and each payload went from a
+ * page-locked bounce and none through slots. */
+static void c_small_host_payloads_into_device_memory_go_from_a_pinned_bounce(void) {
+    static const size_t sz[] = {1, 17, 200, 4096, 4097, 16384, 32768, 40000, 65535};
+    static const size_t recv_off[] = {0, 3};
+    enum { NS = sizeof sz / sizeof sz[0], NO = sizeof recv_off / sizeof recv_off[0], W4 = 4 };
+    const size_t slot = 64 * KiB + 64, room = W4 * slot + GPU_GUARD;
+    unsigned char *d = mt_rank == 1 ? gpu_malloc(room) : NULL;
+    MPI_Datatype t = view_type(&CUDA_TAGGED);
+    const long long pinned0 = mpiacc_counter_value("protocol.recv.payload_from_pinned");
+    const long long slots0 = mpiacc_counter_value("protocol.recv.payload_through_slots");
+    long long payloads = 0;
+    int tag = 20000;
+    for (int how = 0; how < 3; ++how) /* blocking, nonblocking, a window of W4 */
+        for (int i = 0; i < NS; ++i)
+            for (int a = 0; a < NO; ++a, tag += W4) {
+                const size_t n = sz[i], ro = recv_off[a];
+                const int k = how == 2 ? W4 : 1;
+                if (mt_rank == 0) {
+                    for (int j = 0; j < k; ++j)
+                        MCK(MPI_Send(gpu_ref + msg_off(tag + j, 0), (int)n, MPI_CHAR, 1, tag + j, W));
+                    continue;
+                }
+                payloads += k;
+                gpu_memset(d, GPU_SENTINEL, room);
+                MPI_Status st[W4];
+                MPI_Request r[W4];
+                if (how == 0) {
+                    MCK(MPI_Recv(d + ro, (int)n, t, 0, tag, W, &st[0]));
+                } else {
+                    for (int j = 0; j < k; ++j) MCK(MPI_Irecv(d + j * slot + ro, (int)n, t, 0, tag + j, W, &r[j]));
+                    MCK(MPI_Waitall(k, r, st));
+                }
+                const unsigned char *got = gpu_download(d, room);
+                size_t at = 0;
+                for (int j = 0; j < k; ++j) {
+                    GPU_CHECK_STATUS(st[j], 0, tag + j, n, "%zu host bytes into device offset %zu (%s, message %d)", n,
+                                     j * slot + ro,
+                                     how == 0   ? "MPI_Recv"
+                                     : how == 1 ? "MPI_Irecv"
+                                                : "window",
+                                     j);
+                    GPU_CHECK_UNTOUCHED(got + at, j * slot + ro - at, GPU_SENTINEL, "before %zu bytes at offset %zu", n,
+                                        j * slot + ro);
+                    GPU_CHECK_SAME(got + j * slot + ro, gpu_ref + msg_off(tag + j, 0), n,
+                                   "%zu host bytes into device offset %zu", n, j * slot + ro);
+                    at = j * slot + ro + n;
+                }
+                GPU_CHECK_UNTOUCHED(got + at, room - at, GPU_SENTINEL, "after the last of %zu bytes", n);
+            }
+    view_type_free(&CUDA_TAGGED, &t);
+    if (mt_rank != 1) return;
+    CK(cudaFree(d));
+    const long long from_pinned = mpiacc_counter_value("protocol.recv.payload_from_pinned") - pinned0;
+    const long long through_slots = mpiacc_counter_value("protocol.recv.payload_through_slots") - slots0;
+    printf("# %lld of %lld host payloads went to the device from a page-locked bounce, %lld through slots\n",
+           from_pinned, payloads, through_slots);
+    MT_CHECK(from_pinned == payloads && through_slots == 0,
+             "%lld of %lld host payloads under 64 KiB went from a page-locked bounce, %lld through staging slots",
+             from_pinned, payloads, through_slots);
+}
+
 /* IPC pulls between device buffers of at most MPIACC_CUDA_RESIDENT_MAX (4 KiB; 16-byte
  * aligned ends, or at most 256 bytes) go to a one-warp kernel that stays on the receiving
  * GPU while pulls come (src/accel/cuda/resident_copier.h); a pull that finds it gone goes
@@ -1606,6 +1672,8 @@ static const gpu_case_t cases[] = {
     {"pulls_are_answered_through_the_senders_fin_word", c_pulls_are_answered_through_the_senders_fin_word, 0},
     {"small_host_payloads_into_device_memory_by_memory_writes",
      c_small_host_payloads_into_device_memory_by_memory_writes, 0},
+    {"small_host_payloads_into_device_memory_go_from_a_pinned_bounce",
+     c_small_host_payloads_into_device_memory_go_from_a_pinned_bounce, 0},
     {"small_pulls_in_a_burst_go_to_the_resident_copier", c_small_pulls_in_a_burst_go_to_the_resident_copier, 0},
     {"small_staged_copies_go_to_the_resident_copier", c_small_staged_copies_go_to_the_resident_copier, 0},
 #if CUDA_P2P_COPY_FLAGS
