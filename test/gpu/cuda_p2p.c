@@ -1336,7 +1336,8 @@ static void c_small_host_payloads_into_device_memory_by_memory_writes(void) {
  * (BounceBuffer), not through a staging slot after a CPU copy. Host sends of 1 B-63 KiB
  * into device offsets 0 and 3, received blocking, nonblocking, and in windows of 4 at
  * once: every byte lands, nothing around it is written, and each payload went from a
- * page-locked bounce and none through slots. */
+ * page-locked bounce and none through slots. (A host message of exactly an envelope's
+ * 200 bytes goes by RTS/CTS, not as a payload: it is checked, not counted.) */
 static void c_small_host_payloads_into_device_memory_go_from_a_pinned_bounce(void) {
     static const size_t sz[] = {1, 17, 200, 4096, 4097, 16384, 32768, 40000, 65535};
     static const size_t recv_off[] = {0, 3};
@@ -1358,7 +1359,7 @@ static void c_small_host_payloads_into_device_memory_go_from_a_pinned_bounce(voi
                         MCK(MPI_Send(gpu_ref + msg_off(tag + j, 0), (int)n, MPI_CHAR, 1, tag + j, W));
                     continue;
                 }
-                payloads += k;
+                if (n != 200) payloads += k;
                 gpu_memset(d, GPU_SENTINEL, room);
                 MPI_Status st[W4];
                 MPI_Request r[W4];
@@ -1397,6 +1398,17 @@ static void c_small_host_payloads_into_device_memory_go_from_a_pinned_bounce(voi
              from_pinned, payloads, through_slots);
 }
 
+/* Both ranks on one GPU that is not shared through MPS: each rank leaves its resident
+ * copier alone once a pull maps the other's memory on its GPU (cuda.resident.time_sliced),
+ * as the cases before the resident ones have pulled both ways. */
+static int time_sliced_with_peer(void) {
+    int mps = 0;
+#if CUDART_VERSION >= 12040
+    if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, gpu_dev) != cudaSuccess) mps = 0;
+#endif
+    return CUDA_P2P_SAME_GPU && !CUDA_P2P_NO_IPC && !mps;
+}
+
 /* IPC pulls between device buffers of at most MPIACC_CUDA_RESIDENT_MAX (4 KiB; 16-byte
  * aligned ends, or at most 256 bytes) go to a one-warp kernel that stays on the receiving
  * GPU while pulls come (src/accel/cuda/resident_copier.h); a pull that finds it gone goes
@@ -1404,9 +1416,9 @@ static void c_small_host_payloads_into_device_memory_go_from_a_pinned_bounce(voi
  * 1 B-8 KiB from offsets 0, 16 and 3, each into its own place of one device buffer at
  * offsets 0, 16 and 5: every byte lands and nothing between them is written. Where the
  * pulls come faster than the kernel's idle time (MPIACC_CUDA_RESIDENT_IDLE_US) the
- * receiver's copier took most of those that qualify; without IPC, with the knob at 0 or
- * without the kernels, it took none. cuda_p2p_resident_declined plants one copy the
- * kernel cannot read (MPIACC_FAULT_RESIDENT=1:1): it is declined, and still arrives. */
+ * receiver's copier took most of those that qualify; without IPC, with the knob at 0,
+ * without the kernels, or with both ranks on one GPU without MPS, it took none. cuda_p2p_resident_declined plants one
+ * copy the kernel cannot read (MPIACC_FAULT_RESIDENT=1:1): it is declined, and still arrives. */
 static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
     enum { N = 48, BURSTS = 3 };
     static const size_t sz[] = {1, 8, 16, 17, 200, 256, 1024, 4095, 4096, 8192};
@@ -1469,10 +1481,19 @@ static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
         "%.1f us a message (idle time %lld us)\n",
         posted, qualifying, declined, busiest_us, idle_us);
 #if MPIACC_HAVE_CUDA_KERNELS
+    const long long time_sliced = mpiacc_counter_value("cuda.resident.time_sliced");
     if (!ipc || knob == 0) {
         MT_CHECK(posted == 0, "%lld pulls posted to the resident copier without IPC or with the knob at 0", posted);
         return;
     }
+    if (time_sliced_with_peer()) {
+        MT_CHECK(posted == 0 && time_sliced == 1,
+                 "%lld pulls posted to the resident copier, time_sliced %lld, with rank 0 on this GPU without MPS",
+                 posted, time_sliced);
+        return;
+    }
+    MT_CHECK(time_sliced == 0, "the resident copier was turned off (time_sliced %lld) with no other rank on this GPU",
+             time_sliced);
     /* Faster than half the idle time a message, the kernel stays between pulls: only the
      * first of a burst, and one after each decline, may find it gone. */
     if (busiest_us < idle_us / 2.0)
@@ -1500,7 +1521,8 @@ static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
  * Where a round trip is shorter than the kernel's idle time, the copier (on either rank:
  * rank 1 may pull the first of a run) took at least half of the copies that qualify
  * (payloads that go as memory writes, MPIACC_CUDA_MEMOP_MAX, never do); with the knob at
- * 0, without the kernels or where the device cannot use host addresses, it took none. */
+ * 0, without the kernels, where the device cannot use host addresses, or with both ranks
+ * on one GPU without MPS, it took none. */
 static void c_small_staged_copies_go_to_the_resident_copier(void) {
     enum { N = 30, BURSTS = 3 };
     static const size_t sz[] = {1, 8, 16, 17, 200, 256, 1024, 4095, 4096, 8192};
@@ -1579,8 +1601,10 @@ static void c_small_staged_copies_go_to_the_resident_copier(void) {
         "(idle time %lld us)\n",
         posted, qualifying, fastest_us, idle_us);
 #if MPIACC_HAVE_CUDA_KERNELS
-    if (knob == 0 || !host_addresses) {
-        MT_CHECK(posted == 0, "%lld copies posted to the resident copier with the knob at 0 or no host addresses",
+    if (knob == 0 || !host_addresses || time_sliced_with_peer()) {
+        MT_CHECK(posted == 0,
+                 "%lld copies posted to the resident copier with the knob at 0, no host addresses, or both ranks on "
+                 "this GPU without MPS",
                  posted);
         return;
     }

@@ -548,6 +548,15 @@ struct DeviceState {
     // (cudaDevAttrCanUseHostPointerForRegisteredMem): then `resident` may take copies to
     // and from the pinned memory that State::pinned knows (all of it mapped).
     bool host_at_own_address = false;
+    // Contexts on this device are shared through MPS (cudaDevAttrMpsEnabled).
+    bool mps = false;
+    // Another process works on this GPU (a peer's IPC region lives in its memory) and the
+    // device is not shared through MPS: the GPU time-slices between the processes'
+    // contexts, and the resident copier's spinning warp takes the other rank's slices (two
+    // ranks on one H200 without MPS, 8 B-4 KiB D->D one way: 165 us with the copier,
+    // 149-151 without; under MPS 5.1-5.3 us with it, 11.0-12.0 without). Set once, for
+    // good: small copies then go to the copy engines.
+    std::atomic<bool> time_sliced{false};
     // Copies enqueued (or waiting in pull_batch) on copy engines whose owners have not yet
     // seen them end, of those that could have gone to `resident` (IPC pulls, and copies
     // offered to it): while there are any, none goes to `resident`.
@@ -1445,6 +1454,7 @@ private:
     // by byte.
     bool resident_size_ok(const void *dst, const void *src, std::size_t len) const {
         if (!device_->resident || len == 0 || len > knobs().cuda_resident_max) return false;
+        if (device_->time_sliced.load(std::memory_order_relaxed)) return false;
         return (as_addr(dst) | as_addr(src)) % 16 == 0 || len <= kResidentUnalignedMax;
     }
 
@@ -1682,6 +1692,10 @@ std::shared_ptr<DeviceState> CudaAccel::State::device_state(int ordinal, std::st
         state->host_at_own_address = quiet(cudaDeviceGetAttribute(&same, cudaDevAttrCanUseHostPointerForRegisteredMem,
                                                                   ordinal)) == cudaSuccess &&
                                      same != 0;
+#if CUDART_VERSION >= 12040
+        int mps = 0;
+        state->mps = quiet(cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, ordinal)) == cudaSuccess && mps != 0;
+#endif
     }
     bool mem_ops = false;  // 64-bit stream memory operations
     if (driver->device_get_attribute && driver->device_get) {
@@ -2032,6 +2046,14 @@ int CudaAccel::State::ipc_import(const IpcExport &peer, std::size_t bytes, int d
             if (it != mappings.end()) mappings.erase(it);
             int rc = open_mapping(peer, *state, &mapping, why);
             if (rc != MPI_SUCCESS) return rc;
+            if (mapping->kernel_ok && state->resident && !state->mps && !state->time_sliced.exchange(true)) {
+                MPIACC_COUNT("cuda.resident.time_sliced");
+                if (knobs().verbose > 0)
+                    std::fprintf(stderr,
+                                 "mpiacc: device %d: another process works on it without MPS; small copies go to "
+                                 "copy engines, not the resident copier\n",
+                                 device);
+            }
             if (mappings.size() >= kMaxIpcMappings) {
                 auto oldest = std::min_element(mappings.begin(), mappings.end(), [](const auto &a, const auto &b) {
                     return a.second.last_use < b.second.last_use;
