@@ -1400,13 +1400,14 @@ static void c_small_host_payloads_into_device_memory_go_from_a_pinned_bounce(voi
 
 /* Both ranks on one GPU that is not shared through MPS: each rank leaves its resident
  * copier alone once a pull maps the other's memory on its GPU (cuda.resident.time_sliced),
- * as the cases before the resident ones have pulled both ways. */
+ * as the cases before the resident ones have pulled both ways. Not without IPC
+ * (MPIACC_IPC=0, as gpu-check also runs this variant): no pull, so nothing tells. */
 static int time_sliced_with_peer(void) {
     int mps = 0;
 #if CUDART_VERSION >= 12040
     if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, gpu_dev) != cudaSuccess) mps = 0;
 #endif
-    return CUDA_P2P_SAME_GPU && !CUDA_P2P_NO_IPC && !mps;
+    return CUDA_P2P_SAME_GPU && !CUDA_P2P_NO_IPC && gpu_ipc_knob_on() && !mps;
 }
 
 /* IPC pulls between device buffers of at most MPIACC_CUDA_RESIDENT_MAX (4 KiB; 16-byte
