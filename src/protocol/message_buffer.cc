@@ -95,12 +95,17 @@ char *allocate_pages(std::size_t capacity) {
 
 void delete_pages(char *data) { ::operator delete[](data, std::align_val_t(kPage)); }
 
+}  // namespace
+
+// A free bounce in the cache (BounceBuffer's fields while no receive holds it).
 struct CachedBounce {
     char *data;
     std::size_t capacity;
     Accel *pinned_by;
     Accel *refused_by;
 };
+
+namespace {
 
 // Every cached bounce is whole pages.
 void free_bounce(const CachedBounce &b) {
@@ -137,11 +142,7 @@ BounceBuffer::BounceBuffer(std::size_t bytes, bool pinnable) : size_(bytes) {
         {
             std::lock_guard<std::mutex> lock(c.mutex);
             if (!c.small[i].empty()) {
-                const CachedBounce &b = c.small[i].back();
-                data_ = b.data;
-                capacity_ = b.capacity;
-                pinned_by_ = b.pinned_by;
-                refused_by_ = b.refused_by;
+                adopt(c.small[i].back());
                 c.small[i].pop_back();
                 return;
             }
@@ -172,10 +173,7 @@ BounceBuffer::BounceBuffer(std::size_t bytes, bool pinnable) : size_(bytes) {
         for (auto it = c.free.begin(); it != c.free.end(); ++it)
             if (reusable_for(it->capacity, bytes) && (best == c.free.end() || !better(*best, *it))) best = it;
         if (best != c.free.end()) {
-            data_ = best->data;
-            capacity_ = best->capacity;
-            pinned_by_ = best->pinned_by;
-            refused_by_ = best->refused_by;
+            adopt(*best);
             c.bytes -= best->capacity;
             c.free.erase(best);
             MPIACC_COUNT("protocol.bounce.reused");
@@ -185,6 +183,13 @@ BounceBuffer::BounceBuffer(std::size_t bytes, bool pinnable) : size_(bytes) {
     MPIACC_COUNT("protocol.bounce.allocated");
     capacity_ = (std::max(bytes, kCachedBytes) + kPage - 1) / kPage * kPage;
     data_ = allocate_pages(capacity_);
+}
+
+void BounceBuffer::adopt(const CachedBounce &b) {
+    data_ = b.data;
+    capacity_ = b.capacity;
+    pinned_by_ = b.pinned_by;
+    refused_by_ = b.refused_by;
 }
 
 BounceBuffer::BounceBuffer(BounceBuffer &&o) noexcept
@@ -234,20 +239,19 @@ bool BounceBuffer::pin(Accel *accel) {
 }
 
 void clear_bounce_cache() {
-    std::deque<CachedBounce> all;
-    std::vector<CachedBounce> small;
+    std::vector<CachedBounce> all;
     {
         BounceCache &c = bounce_cache();
         std::lock_guard<std::mutex> lock(c.mutex);
-        all.swap(c.free);
+        all.assign(c.free.begin(), c.free.end());
+        c.free.clear();
         c.bytes = 0;
         for (auto &list : c.small) {
-            small.insert(small.end(), list.begin(), list.end());
+            all.insert(all.end(), list.begin(), list.end());
             list.clear();
         }
     }
-    for (auto &b : all) free_bounce(b);
-    for (auto &b : small) free_bounce(b);
+    for (auto &b : all) free_bounce(b);  // outside the lock
 }
 
 void BounceBuffer::release() {

@@ -375,8 +375,8 @@ void RecvOp::deliver_payload(const void *data, std::size_t len) {
     // slot, 11.8-12.2 straight, 13.1-13.2 staged by hand), and the resident copier takes
     // host memory that is registered.
     bool pinned_source = device_bounce_ && data == device_bounce_;
-    const bool worth_pinning =
-        n >= kPinnedBounceMin || (dest_.kind == BufKind::CUDA && bounce_.size() < kPinnedBounceMin);
+    // (Under kPinnedBounceMin only a pinnable bounce, which post() asks for CUDA, is whole pages.)
+    const bool worth_pinning = n >= kPinnedBounceMin || (bounce_.whole_pages() && bounce_.size() < kPinnedBounceMin);
     if (!pinned_source && data == bounce_.data() && worth_pinning) {
         pinned_source = bounce_.pin(accel_for(dest_.kind));
         if (!pinned_source) dest_.device->note_pageable_payload(n);

@@ -62,6 +62,8 @@ struct MessageBuffer {
 // sender may send (2 MiB by default), and allocating that per receive cost more than
 // the transfers themselves (seen on the H200 machine). A pinnable one, whatever its
 // size, is whole pages from the cache, so that pin() can page-lock it once for good.
+struct CachedBounce;
+
 class BounceBuffer {
 public:
     BounceBuffer() = default;
@@ -85,6 +87,7 @@ public:
 
 private:
     void release();
+    void adopt(const CachedBounce &b);  // takes a free bounce's buffer and registration
     char *data_ = nullptr;
     std::size_t size_ = 0;
     std::size_t capacity_ = 0;
