@@ -83,7 +83,6 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
     MPIACC_PROBE("send.envelope_posted");
     ctx.senders[op->id_] = op.get();
     op->registered_ = true;
-    op->copy_ahead();
     if (ctx.knobs.verbose >= 1)
         std::fprintf(stderr, "[mpiacc %d] %s: RTS id=%llu to %d: %zu bytes from %s%s\n", ctx.world_rank, call,
                      static_cast<unsigned long long>(op->id_), op->peer_, op->source_.bytes,
@@ -98,7 +97,6 @@ SendOp::~SendOp() {
     // the receiver may still write the word. (A reply, a failed post and a cancel free it.)
     if (fin_word_ >= 0) own_fin_words().abandon(fin_word_);
     retire_chunks_now(&chunks_, ChunkFlow::SENDING);
-    retire_chunks_now(&ahead_, ChunkFlow::SENDING);
     if (envelope_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&envelope_request_);
     if (data_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&data_request_);
     if (abort_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&abort_request_);
@@ -150,7 +148,7 @@ int SendOp::cancel() {
         release_fin_word();  // the envelope never reached a receiver
         set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS, true);
         state_ = State::DONE;
-        complete = retire_stopped_chunks(&ahead_);  // else progress completes it
+        complete = true;
     }
     return MPI_SUCCESS;
 }
@@ -195,10 +193,8 @@ void SendOp::progress() {
     }
     netmod().test(&abort_request_);
     if (state_ == State::DONE && !chunks_.empty()) retire_stopped_chunks(&chunks_);  // failed
-    // A copy ahead that the CTS did not take (or a send that ended before its CTS).
-    if (state_ != State::AWAIT_REPLY && !ahead_.empty()) retire_stopped_chunks(&ahead_);
     if (state_ == State::DONE && envelope_request_ == MPI_REQUEST_NULL && abort_request_ == MPI_REQUEST_NULL &&
-        chunks_.empty() && ahead_.empty())
+        chunks_.empty())
         complete = true;
 }
 
@@ -289,60 +285,7 @@ void SendOp::start_data() {
     }
     nchunks_ = (send_bytes_ + chunk_size_ - 1) / chunk_size_;
     trace_chunk(ChunkEvent::CTS_SEEN, id_, nchunks_);
-    if (!take_copy_ahead()) return;
     pipeline_step();
-}
-
-// Starts the copy of a lone-chunk device send into a staging slot now, before the CTS:
-// the device-to-host copy then overlaps the RTS/CTS round trip instead of following it
-// (IPC off, 256 KiB ping-pongs with a host peer had trailed cudaMemcpy + MPI_Send by
-// 5-14% on two H100s, session 39). Only without an IPC offer, which a receiver on this
-// node would pull instead, and never by waiting: no free slot, no copy ahead. At most
-// half the pool's slots wait for a CTS so: a receiver answers a sender's transfers a few
-// at a time (MPIACC_PIPELINE_TRANSFERS), and the ones it answered always find slots to
-// finish with, after which it answers the rest.
-void SendOp::copy_ahead() {
-    Context &ctx = context();
-    if (!source_.device || (envelope_.flags & kEnvelopeHasIpc) || !ctx.knobs.copy_ahead) return;
-    PinnedPool *pool = source_.device->staging_pool();
-    if (source_.bytes == 0 || source_.bytes > ctx.knobs.chunk_size || source_.bytes > pool->slot_size()) return;
-    if (2 * (pool->slots_in_use() + 1) > pool->slots_total()) return;
-    void *slot = pool->acquire();
-    if (!slot) return;
-    ChunkState c = ChunkState::at(0, source_.bytes, source_.bytes);
-    c.staging = slot;
-    c.pool = pool;
-    const int rc = chunk_copy_fault(&ahead_why_) ? MPI_ERR_OTHER
-                                                 : source_.device->copy_to_host(0, slot, c.len, &c.copy, &ahead_why_);
-    if (rc != MPI_SUCCESS) {
-        // The send fails at its CTS, as it would have had the copy been issued there.
-        pool->release(slot);
-        ahead_error_ = rc;
-        return;
-    }
-    c.stage = ChunkState::Stage::COPYING;
-    trace_chunk(ChunkEvent::SEND_COPY_START, id_, c.index);
-    ahead_.push_back(std::move(c));
-}
-
-// At the CTS: the copy ahead becomes chunk 0 when it is the whole of it (one chunk, not
-// truncated); otherwise progress retires it and the pipeline copies afresh. False once
-// the op failed (the copy ahead could not be issued).
-bool SendOp::take_copy_ahead() {
-    if (ahead_error_ != MPI_SUCCESS) {
-        fail(ahead_error_, ("staging the device send buffer failed: " + ahead_why_).c_str());
-        return false;
-    }
-    if (ahead_.empty()) return true;
-    if (nchunks_ == 1 && ahead_.front().len == send_bytes_) {
-        chunks_.push_back(std::move(ahead_.front()));
-        ahead_.clear();
-        next_chunk_ = 1;
-        MPIACC_COUNT("protocol.send.copied_ahead");
-    } else {
-        MPIACC_COUNT("protocol.send.copy_ahead_unused");
-    }
-    return true;
 }
 
 void SendOp::pipeline_step() {

@@ -192,8 +192,6 @@ private:
     void copy_host_chunk(ChunkState &c, void *slot, PinnedPool *pool);
     bool post_chunk(ChunkState &c, int tag);
     bool post_ready_chunks(int tag);
-    void copy_ahead();
-    bool take_copy_ahead();
     void finish();
     void read_fin_word();
     void release_fin_word();
@@ -217,13 +215,6 @@ private:
     MPI_Request data_request_ = MPI_REQUEST_NULL;  // DIRECT
     std::vector<char> prefix_;                     // DIRECT, truncated non-contiguous
     std::vector<ChunkState> chunks_;
-    // A device send of one chunk without an IPC offer: its copy into a staging slot,
-    // started with the envelope so that it runs during the RTS/CTS round trip. At the CTS
-    // it becomes chunk 0 if the receiver's chunking makes it the whole of that chunk;
-    // otherwise it is retired like a failed transfer's chunks (copy_ahead()).
-    std::vector<ChunkState> ahead_;
-    int ahead_error_ = MPI_SUCCESS;  // the copy could not be issued: the send fails at the CTS
-    std::string ahead_why_;
     std::size_t next_chunk_ = 0, next_to_send_ = 0, chunks_done_ = 0, nchunks_ = 0;
     std::size_t chunk_size_ = 0, depth_ = 0, send_bytes_ = 0;
     bool aborted_to_peer_ = false;
