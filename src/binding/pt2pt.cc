@@ -223,7 +223,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     MPIACC_PROBE("send.entry");
     Context &ctx = context();
     if (!ctx.initialized || dest == MPI_PROC_NULL) return pmpi_send(buf, count, type, dest, tag, comm, mode, request);
-    HostPayloadRoute route(comm, dest);
+    HostPayloadRoute route(comm, dest, request == nullptr);
     if (buffer_is_plain_host(ctx, buf) && route.eager(packed_bytes(count, type))) {
         keep_send_order(comm, dest);
         return pmpi_send(buf, count, type, dest, tag, comm, mode, request);

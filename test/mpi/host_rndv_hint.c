@@ -1,6 +1,7 @@
 /* MPIACC_HOST_RNDV_HINT_MIN: a rank whose device receives get host payloads of at least
  * that size asks the sender for RTS/CTS, once; the sender's later host sends of that size
- * take it; a host receive that then gets such an envelope withdraws the request, once.
+ * take it, nonblocking ones (a blocking send stays eager: it has no window behind it); a
+ * host receive that then gets such an envelope withdraws the request, once.
  * Every message arrives intact and in order, eager and rendezvous mixed on one tag. A
  * request still on its way when the sender reaches MPI_Finalize is taken there (checked
  * after MPI_Finalize, by rank 0 alone). The device is an OpenCL one (PoCL in CI). Built a
@@ -12,6 +13,7 @@ enum { BIG = 1 << 20, SMALL = 64 << 10, SENDS = 12 };
 
 static const char *cases[] = {
     "host_sends_into_a_device_receive_are_asked_once_for_rendezvous_and_take_it",
+    "a_blocking_host_send_stays_eager_though_asked",
     "a_host_receive_of_a_hinted_envelope_withdraws_the_request_once",
     "eager_and_hinted_rendezvous_messages_on_one_tag_land_in_posting_order",
     "mpi_finalize_takes_every_request_still_on_its_way",
@@ -24,6 +26,13 @@ static const int hint_on = 1;
 #endif
 
 static long long count(const char *name) { return mpiacc_counter_value(name); }
+
+/* A nonblocking host send, waited for at once: the sends a hint serves. */
+static int isend_wait(const void *buf, int len, int tag) {
+    MPI_Request r;
+    const int rc = MPI_Isend(buf, len, MPI_BYTE, 1, tag, MPI_COMM_WORLD, &r);
+    return rc != MPI_SUCCESS ? rc : MPI_Wait(&r, MPI_STATUS_IGNORE);
+}
 
 int main(int argc, char **argv) {
     setenv("MPIACC_HOST_RNDV_HINT_MIN", hint_on ? "256K" : "0", 1);
@@ -42,7 +51,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < SENDS; ++i) {
             if (mt_rank == 0) {
                 mt_fill(h, BIG, 10 + i);
-                MT_CHECK(MPI_Send(h, BIG, MPI_BYTE, 1, 5, MPI_COMM_WORLD) == MPI_SUCCESS, "host send %d", i);
+                MT_CHECK(isend_wait(h, BIG, 5) == MPI_SUCCESS, "host send %d", i);
             } else if (mt_rank == 1) {
                 ocl_fill(&e, m, BIG, 0);
                 MPI_Status st;
@@ -67,6 +76,26 @@ int main(int argc, char **argv) {
     }
 
     MT_CASE(cases[c++]) {
+        /* The request of the case before stands; blocking sends do not take it. */
+        const long long hinted0 = count("protocol.send.host_rndv_hinted");
+        for (int i = 0; i < 4; ++i) {
+            if (mt_rank == 0) {
+                mt_fill(h, BIG, 30 + i);
+                MT_CHECK(MPI_Send(h, BIG, MPI_BYTE, 1, 4, MPI_COMM_WORLD) == MPI_SUCCESS, "blocking host send %d", i);
+            } else if (mt_rank == 1) {
+                ocl_fill(&e, m, BIG, 0);
+                MT_CHECK(MPI_Recv(m, BIG, t, 0, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS,
+                         "device receive %d", i);
+                ocl_read(&e, m, 0, h, BIG);
+                P2P_CHECK_BYTES(h, BIG, 30 + i, "message of a blocking send");
+            }
+        }
+        if (mt_rank == 0)
+            MT_CHECK(count("protocol.send.host_rndv_hinted") == hinted0, "%lld blocking sends by rendezvous",
+                     count("protocol.send.host_rndv_hinted") - hinted0);
+    }
+
+    MT_CASE(cases[c++]) {
         const long long withdrawn0 = count("protocol.rndv_hint.withdrawn"),
                         dropped0 = count("protocol.rndv_hint.dropped");
         long long hinted_before_last = 0;
@@ -74,7 +103,7 @@ int main(int argc, char **argv) {
             if (mt_rank == 0) {
                 if (i == SENDS - 4) hinted_before_last = count("protocol.send.host_rndv_hinted");
                 mt_fill(h, BIG, 40 + i);
-                MT_CHECK(MPI_Send(h, BIG, MPI_BYTE, 1, 6, MPI_COMM_WORLD) == MPI_SUCCESS, "host send %d", i);
+                MT_CHECK(isend_wait(h, BIG, 6) == MPI_SUCCESS, "host send %d", i);
             } else if (mt_rank == 1) {
                 memset(h, 0, BIG);
                 MT_CHECK(MPI_Recv(h, BIG, MPI_BYTE, 0, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS,
@@ -145,7 +174,7 @@ int main(int argc, char **argv) {
     if (mt_rank == 0) {
         for (int i = 0; i < 2; ++i) {
             mt_fill(h, BIG, 90 + i);
-            MPI_Send(h, BIG, MPI_BYTE, 1, 8, MPI_COMM_WORLD);
+            isend_wait(h, BIG, 8);
         }
         MPI_Recv(&sent_by_1, 1, MPI_LONG_LONG, 1, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     } else if (mt_rank == 1) {
