@@ -72,7 +72,7 @@ int prepare_send(const void *buf, int count, MPI_Datatype type, int dest, MPI_Co
     if (attrs.kind == BufKind::HOST) {
         const long long n = packed_bytes(count, type);
         // Invalid arguments are MPICH's to report, with its own checks.
-        if (n < 0 || count < 0 || HostPayloadRoute(comm, dest, false).eager(n)) {
+        if (n < 0 || count < 0 || HostPayloadRoute(comm, dest, /*blocking=*/false).eager(n)) {
             half->plain = true;
             return MPI_SUCCESS;
         }
