@@ -66,7 +66,8 @@ const Knobs &knobs() { return context().knobs; }
 
 std::size_t plain_send_limit(const Knobs &k) {
     const std::size_t below = k.host_rndv_threshold ? k.host_rndv_threshold : SIZE_MAX;
-    return k.host_rndv_hint_min ? std::min(below, k.host_rndv_hint_min) : below;
+    const std::size_t hinted_from = host_rndv_hint_floor(k);
+    return hinted_from ? std::min(below, hinted_from) : below;
 }
 
 const Knobs &reload_knobs() {

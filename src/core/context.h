@@ -70,8 +70,8 @@ class Context {
 public:
     Knobs knobs;
     // Host payloads of fewer bytes go from the entry points straight to MPICH: the host
-    // rendezvous threshold, or MPIACC_HOST_RNDV_HINT_MIN where that is lower (a size a
-    // receiver may have asked to get by RTS/CTS; plain_send_limit), and 0 while small
+    // rendezvous threshold, or the smallest size a receiver may ask to get by RTS/CTS
+    // where that is lower (host_rndv_hint_floor; plain_send_limit), and 0 while small
     // device payloads are still being staged, which must reach MPICH first (see
     // unposted_payloads). One compare on the entry points' path; read without the lock.
     std::atomic<std::size_t> plain_send_below{SIZE_MAX};

@@ -38,10 +38,11 @@ struct PeerHints {
     std::vector<std::size_t> asked_by;
     int asking = 0;
     unsigned sends_since_poll = 0;
-    // Receiver: what this rank last told each sender (1: asked), and how many hints it
+    // Receiver: what this rank last told each sender (the size it asked from, 0: not
+    // asked or withdrawn), and how many hints it
     // sent to each. Sender: how many it took, from anyone. MPI_Finalize takes every hint
     // sent to this rank: MPICH would find the rest unmatched (UCX warns of each).
-    std::vector<std::uint8_t> told;
+    std::vector<std::size_t> told;
     std::vector<int> sent_to;
     int taken = 0;
     // Receiver: by world rank, whether this rank declined that sender's last small pull
@@ -157,14 +158,13 @@ void poll_control_messages() {
     }
 }
 
-void note_host_payload_route(int world_peer, bool device_dest) {
+void note_host_payload_route(int world_peer, std::size_t from) {
     PeerHints &h = peer_hints();
     if (world_peer < 0 || static_cast<std::size_t>(world_peer) >= h.told.size()) return;
-    const std::uint8_t want = device_dest ? 1 : 0;
-    if (h.told[world_peer] == want) return;
-    if (!send_hint(h, world_peer, ControlType::RNDV_HINT, context().knobs.host_rndv_hint_min, want)) return;
-    h.told[world_peer] = want;
-    if (want)
+    if (h.told[world_peer] == from) return;
+    if (!send_hint(h, world_peer, ControlType::RNDV_HINT, from, from != 0)) return;
+    h.told[world_peer] = from;
+    if (from)
         MPIACC_COUNT("protocol.rndv_hint.asked");
     else
         MPIACC_COUNT("protocol.rndv_hint.withdrawn");

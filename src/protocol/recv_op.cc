@@ -359,9 +359,17 @@ void RecvOp::deliver_payload(const void *data, std::size_t len) {
         state_ = State::DONE;
         return;
     }
-    // A host payload this size comes faster by RTS/CTS (MPIACC_HOST_RNDV_HINT_MIN).
-    if (host_rndv_hint_size(context().knobs, len))
-        note_host_payload_route(world_rank_of(comm, status.MPI_SOURCE), true);
+    // A host payload this size comes faster by RTS/CTS (host_rndv_hint_ask): from a
+    // smaller size where this rank would copy the sender's chunks out of its shared slots
+    // (what shared_staging_usable will find of the sender's RTS) than where they cross MPICH.
+    if (host_rndv_hint_size(context().knobs, len)) {
+        const Knobs &k = context().knobs;
+        const int world_peer = world_rank_of(comm, status.MPI_SOURCE);
+        const bool shared_slots =
+            k.shared_staging && same_node(world_peer) && dest_.device->copies_from_peer_segments();
+        if (const std::size_t from = host_rndv_hint_ask(k, len, shared_slots))
+            note_host_payload_route(world_peer, from);
+    }
     // A small one may be a device send staged because this rank declined its pull.
     if (len <= context().knobs.device_eager_max) note_small_device_payload(comm, status.MPI_SOURCE);
     // The bounce buffer stays alive until the host-to-device copies have finished.
@@ -483,7 +491,7 @@ void RecvOp::on_envelope(const Envelope &env) {
     // Host data under the threshold came by RTS/CTS because this rank asked for it; into
     // host memory the plain payload is faster again.
     if (sender_kind == BufKind::HOST && host_dest && host_rndv_hint_size(ctx.knobs, env.size))
-        note_host_payload_route(peer_, false);
+        note_host_payload_route(peer_, 0);
     declined_small_ = decline_small;
     if (would_pull && !decline_small) {
         mode_ = TransferMode::IPC;

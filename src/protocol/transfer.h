@@ -438,17 +438,27 @@ void drain_control_messages();
 // a device receive takes each into a bounce buffer of its own: a window of 32 receives of
 // 1 MiB lands in 32 MiB that MPICH writes cold (5.1 GB/s on two H200s), where RTS/CTS
 // moves them through a few warm staging slots (15.0). Host receives keep the eager path.
-// A host message this size could be hinted: at least MPIACC_HOST_RNDV_HINT_MIN (when set)
-// and under MPIACC_HOST_RNDV_THRESHOLD, past which it goes by RTS/CTS anyway.
+// A host message this size could be hinted: at least host_rndv_hint_floor (when set) and
+// under MPIACC_HOST_RNDV_THRESHOLD, past which it goes by RTS/CTS anyway.
 inline bool host_rndv_hint_size(const Knobs &k, std::size_t bytes) {
-    return k.host_rndv_hint_min != 0 && bytes >= k.host_rndv_hint_min &&
-           (k.host_rndv_threshold == 0 || bytes < k.host_rndv_threshold);
+    const std::size_t floor = host_rndv_hint_floor(k);
+    return floor != 0 && bytes >= floor && (k.host_rndv_threshold == 0 || bytes < k.host_rndv_threshold);
 }
-// Receiver: a device receive got a payload of a host_rndv_hint_size from `world_peer`
-// (device_dest), or a host receive got an envelope for host data of such a size
-// (!device_dest): tells that sender, once per change, to use RTS/CTS from
-// MPIACC_HOST_RNDV_HINT_MIN on, or to stop. Caller holds the StateLock.
-void note_host_payload_route(int world_peer, bool device_dest);
+// Receiver: the size from which a device receive that got a host payload of `bytes` asks
+// its sender for RTS/CTS, or 0 when it does not ask. `shared_slots`: the sender's chunks
+// would be copied out of its shared slots (SHARED mode), where the handshake pays from
+// MPIACC_HOST_RNDV_HINT_MIN on; through MPICH each chunk is a message of its own, and
+// the handshake pays from MPIACC_HOST_RNDV_HINT_MIN_PIPELINE.
+inline std::size_t host_rndv_hint_ask(const Knobs &k, std::size_t bytes, bool shared_slots) {
+    if (k.host_rndv_hint_min == 0) return 0;
+    const std::size_t from = shared_slots ? k.host_rndv_hint_min : k.host_rndv_hint_min_pipeline;
+    return from != 0 && bytes >= from && host_rndv_hint_size(k, bytes) ? from : 0;
+}
+// Receiver: tells `world_peer`, once per change, to send its host payloads of at least
+// `from` bytes (a host_rndv_hint_ask) by RTS/CTS, or with 0 to stop: a device receive got
+// such a payload, or a host receive got an envelope for host data of a
+// host_rndv_hint_size. Caller holds the StateLock.
+void note_host_payload_route(int world_peer, std::size_t from);
 // Receiver: this rank declined a small pull of `world_peer` for a blocking host receive,
 // which starts that sender's run of staged small sends (kEagerRun).
 void note_declined_pull(int world_peer);

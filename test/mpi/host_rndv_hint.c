@@ -4,17 +4,21 @@
  * host receive that then gets such an envelope withdraws the request, once.
  * Every message arrives intact and in order, eager and rendezvous mixed on one tag. A
  * request still on its way when the sender reaches MPI_Finalize is taken there (checked
- * after MPI_Finalize, by rank 0 alone). The device is an OpenCL one (PoCL in CI). Built a
- * second time with HINT_OFF: the same traffic, and nothing is asked.
+ * after MPI_Finalize, by rank 0 alone). The device is an OpenCL one (PoCL in CI), whose
+ * receives copy a sender's chunks out of its shared slots, so they ask from
+ * MPIACC_HOST_RNDV_HINT_MIN. Built a second time with HINT_OFF: the same traffic, and
+ * nothing is asked; a third time with HINT_PIPELINE: no shared slots (as between nodes),
+ * so the receiver asks from MPIACC_HOST_RNDV_HINT_MIN_PIPELINE.
  * MPIACC-TEST-RANKS: 2 */
 #include "opencl_util.h"
 
-enum { BIG = 1 << 20, SMALL = 64 << 10, SENDS = 12 };
+enum { BIG = 1 << 20, MID = 384 << 10, SMALL = 64 << 10, SENDS = 12 };
 
 static const char *cases[] = {
     "host_sends_into_a_device_receive_are_asked_once_for_rendezvous_and_take_it",
     "a_blocking_host_send_stays_eager_though_asked",
     "a_host_receive_of_a_hinted_envelope_withdraws_the_request_once",
+    "payloads_under_the_pipelines_minimum_are_asked_for_only_through_shared_slots",
     "eager_and_hinted_rendezvous_messages_on_one_tag_land_in_posting_order",
     "mpi_finalize_takes_every_request_still_on_its_way",
 };
@@ -23,6 +27,11 @@ static const char *cases[] = {
 static const int hint_on = 0;
 #else
 static const int hint_on = 1;
+#endif
+#ifdef HINT_PIPELINE
+static const int shared_slots = 0;
+#else
+static const int shared_slots = 1;
 #endif
 
 static long long count(const char *name) { return mpiacc_counter_value(name); }
@@ -36,6 +45,8 @@ static int isend_wait(const void *buf, int len, int tag) {
 
 int main(int argc, char **argv) {
     setenv("MPIACC_HOST_RNDV_HINT_MIN", hint_on ? "256K" : "0", 1);
+    setenv("MPIACC_HOST_RNDV_HINT_MIN_PIPELINE", "512K", 1);
+    setenv("MPIACC_SHARED_STAGING", shared_slots ? "1" : "0", 1);
     MT_INIT(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
@@ -125,8 +136,38 @@ int main(int argc, char **argv) {
     }
 
     MT_CASE(cases[c++]) {
-        /* Big into the device again (asked anew), then a window on one tag alternating big
-         * and small: each lands in its own receive, in posting order. */
+        /* The request was withdrawn. 384 KiB payloads into the device: through shared slots
+         * (from 256 KiB) asked for, through MPICH (from 512 KiB) not. */
+        const long long asked0 = count("protocol.rndv_hint.asked"), hinted0 = count("protocol.send.host_rndv_hinted");
+        const int asked_here = hint_on && shared_slots;
+        for (int i = 0; i < SENDS; ++i) {
+            if (mt_rank == 0) {
+                mt_fill(h, MID, 50 + i);
+                MT_CHECK(isend_wait(h, MID, 3) == MPI_SUCCESS, "host send %d", i);
+            } else if (mt_rank == 1) {
+                ocl_fill(&e, m, MID, 0);
+                MPI_Status st;
+                MT_CHECK(MPI_Recv(m, MID, t, 0, 3, MPI_COMM_WORLD, &st) == MPI_SUCCESS, "device receive %d", i);
+                MT_CHECK(p2p_count(&st, MPI_BYTE) == MID, "message %d: status says %d bytes", i,
+                         p2p_count(&st, MPI_BYTE));
+                ocl_read(&e, m, 0, h, MID);
+                P2P_CHECK_BYTES(h, MID, 50 + i, "message");
+            }
+        }
+        if (mt_rank == 1)
+            MT_CHECK(count("protocol.rndv_hint.asked") - asked0 == asked_here, "asked %lld times",
+                     count("protocol.rndv_hint.asked") - asked0);
+        if (mt_rank == 0) {
+            const long long hinted = count("protocol.send.host_rndv_hinted") - hinted0;
+            MT_CHECK(asked_here ? hinted >= SENDS - 8 && hinted < SENDS : hinted == 0, "%lld of %d sends by rendezvous",
+                     hinted, SENDS);
+        }
+    }
+
+    MT_CASE(cases[c++]) {
+        /* Big into the device again (asked anew, or still asked from the case before), then
+         * a window on one tag alternating big and small: each lands in its own receive, in
+         * posting order. */
         enum { W = 8 };
         const long long hinted0 = count("protocol.send.host_rndv_hinted");
         cl_mem w[W];
