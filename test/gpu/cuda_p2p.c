@@ -1410,6 +1410,14 @@ static int time_sliced_with_peer(void) {
     return CUDA_P2P_SAME_GPU && !CUDA_P2P_NO_IPC && gpu_ipc_knob_on() && !mps;
 }
 
+/* The bursts of the two resident-copier cases below: message k of a burst has
+ * burst_sz[k % BURST_NS] bytes, leaves its BURST_SLOT at burst_send_off[k % BURST_NO] and
+ * lands in its own at burst_recv_off[(k / BURST_NO) % BURST_NO], so that sizes up to
+ * MPIACC_CUDA_RESIDENT_MAX and past it meet aligned and unaligned ends. */
+static const size_t burst_sz[] = {1, 8, 16, 17, 200, 256, 1024, 4095, 4096, 8192};
+static const size_t burst_send_off[] = {0, 16, 3}, burst_recv_off[] = {0, 16, 5};
+enum { BURST_NS = sizeof burst_sz / sizeof burst_sz[0], BURST_NO = 3, BURST_SLOT = 8 * 1024 + 64 };
+
 /* IPC pulls between device buffers of at most MPIACC_CUDA_RESIDENT_MAX (4 KiB; 16-byte
  * aligned ends, or at most 256 bytes) go to a one-warp kernel that stays on the receiving
  * GPU while pulls come (src/accel/cuda/resident_copier.h); a pull that finds it gone goes
@@ -1422,10 +1430,7 @@ static int time_sliced_with_peer(void) {
  * copy the kernel cannot read (MPIACC_FAULT_RESIDENT=1:1): it is declined, and still arrives. */
 static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
     enum { N = 48, BURSTS = 3 };
-    static const size_t sz[] = {1, 8, 16, 17, 200, 256, 1024, 4095, 4096, 8192};
-    static const size_t send_off[] = {0, 16, 3}, recv_off[] = {0, 16, 5};
-    enum { NS = sizeof sz / sizeof sz[0], NO = 3 };
-    const size_t slot = 8 * KiB + 64, room = N * slot + GPU_GUARD;
+    const size_t slot = BURST_SLOT, room = N * slot + GPU_GUARD;
     const int ipc = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on();
     if (ipc && !end_staged_run(8398)) return;
     unsigned char *d = gpu_malloc(room);
@@ -1440,18 +1445,19 @@ static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
     for (int b = 0; b < BURSTS; ++b, tag += N) {
         if (mt_rank == 0)
             for (int k = 0; k < N; ++k)
-                gpu_upload(d + k * slot + send_off[k % NO], gpu_ref + msg_off(tag + k, 0), sz[k % NS]);
+                gpu_upload(d + k * slot + burst_send_off[k % BURST_NO], gpu_ref + msg_off(tag + k, 0),
+                           burst_sz[k % BURST_NS]);
         else
             gpu_memset(d, GPU_SENTINEL, room);
         MCK(MPI_Barrier(W));
         const double t0 = MPI_Wtime();
         for (int k = 0; k < N; ++k) {
-            const size_t n = sz[k % NS];
+            const size_t n = burst_sz[k % BURST_NS];
             if (mt_rank == 0) {
-                MCK(MPI_Send(d + k * slot + send_off[k % NO], (int)n, t, 1, tag + k, W));
+                MCK(MPI_Send(d + k * slot + burst_send_off[k % BURST_NO], (int)n, t, 1, tag + k, W));
             } else {
                 MPI_Status st;
-                MCK(MPI_Recv(d + k * slot + recv_off[(k / NO) % NO], (int)n, t, 0, tag + k, W, &st));
+                MCK(MPI_Recv(d + k * slot + burst_recv_off[(k / BURST_NO) % BURST_NO], (int)n, t, 0, tag + k, W, &st));
                 GPU_CHECK_STATUS(st, 0, tag + k, n, "burst %d message %d: %zu bytes", b, k, n);
             }
         }
@@ -1461,7 +1467,8 @@ static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
         const unsigned char *got = gpu_download(d, room);
         size_t at = 0;
         for (int k = 0; k < N; ++k) {
-            const size_t n = sz[k % NS], so = send_off[k % NO], ro = recv_off[(k / NO) % NO];
+            const size_t n = burst_sz[k % BURST_NS], so = burst_send_off[k % BURST_NO],
+                         ro = burst_recv_off[(k / BURST_NO) % BURST_NO];
             if (n <= 4 * KiB && (n <= 256 || (so % 16 == 0 && ro % 16 == 0))) ++qualifying;
             GPU_CHECK_UNTOUCHED(got + at, k * slot + ro - at, GPU_SENTINEL, "burst %d: before message %d", b, k);
             GPU_CHECK_SAME(got + k * slot + ro, gpu_ref + msg_off(tag + k, 0), n,
@@ -1529,10 +1536,7 @@ static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
  * on one GPU without MPS, it took none. */
 static void c_small_staged_copies_go_to_the_resident_copier(void) {
     enum { N = 30, BURSTS = 3 };
-    static const size_t sz[] = {1, 8, 16, 17, 200, 256, 1024, 4095, 4096, 8192};
-    static const size_t send_off[] = {0, 16, 3}, recv_off[] = {0, 16, 5};
-    enum { NS = sizeof sz / sizeof sz[0], NO = 3 };
-    const size_t slot = 8 * KiB + 64, room = N * slot + GPU_GUARD;
+    const size_t slot = BURST_SLOT, room = N * slot + GPU_GUARD;
     unsigned char *d_out = NULL, *d_in = NULL, *h = NULL;
     MPI_Datatype t = MPI_CHAR;
     if (mt_rank == 0) {
@@ -1550,7 +1554,8 @@ static void c_small_staged_copies_go_to_the_resident_copier(void) {
     for (int b = 0; b < BURSTS; ++b, tag += 2 * N) {
         if (mt_rank == 0) {
             for (int k = 0; k < N; ++k)
-                gpu_upload(d_out + k * slot + send_off[k % NO], gpu_ref + msg_off(tag + k, 0), sz[k % NS]);
+                gpu_upload(d_out + k * slot + burst_send_off[k % BURST_NO], gpu_ref + msg_off(tag + k, 0),
+                           burst_sz[k % BURST_NS]);
             gpu_memset(d_in, GPU_SENTINEL, room);
         } else {
             memset(h, GPU_SENTINEL, room);
@@ -1558,11 +1563,12 @@ static void c_small_staged_copies_go_to_the_resident_copier(void) {
         MCK(MPI_Barrier(W));
         const double t0 = MPI_Wtime();
         for (int k = 0; k < N; ++k) {
-            const size_t n = sz[k % NS];
+            const size_t n = burst_sz[k % BURST_NS];
             MPI_Status st;
             if (mt_rank == 0) {
-                MCK(MPI_Send(d_out + k * slot + send_off[k % NO], (int)n, t, 1, tag + k, W));
-                MCK(MPI_Recv(d_in + k * slot + recv_off[(k / NO) % NO], (int)n, t, 1, tag + N + k, W, &st));
+                MCK(MPI_Send(d_out + k * slot + burst_send_off[k % BURST_NO], (int)n, t, 1, tag + k, W));
+                MCK(MPI_Recv(d_in + k * slot + burst_recv_off[(k / BURST_NO) % BURST_NO], (int)n, t, 1, tag + N + k, W,
+                             &st));
                 GPU_CHECK_STATUS(st, 1, tag + N + k, n, "burst %d reply %d: %zu bytes into the device", b, k, n);
             } else {
                 MCK(MPI_Recv(h + k * slot, (int)n, MPI_CHAR, 0, tag + k, W, &st));
@@ -1575,7 +1581,8 @@ static void c_small_staged_copies_go_to_the_resident_copier(void) {
         const unsigned char *got = mt_rank == 0 ? gpu_download(d_in, room) : h;
         size_t at = 0;
         for (int k = 0; k < N; ++k) {
-            const size_t n = sz[k % NS], so = send_off[k % NO], ro = mt_rank == 0 ? recv_off[(k / NO) % NO] : 0;
+            const size_t n = burst_sz[k % BURST_NS], so = burst_send_off[k % BURST_NO],
+                         ro = mt_rank == 0 ? burst_recv_off[(k / BURST_NO) % BURST_NO] : 0;
             if (n <= 4 * KiB && (n <= 256 || so % 16 == 0)) ++qualifying;                             /* out */
             if (n <= 4 * KiB && (n <= 256 || ro % 16 == 0) && !(n <= 16 && n % 4 == 0)) ++qualifying; /* in */
             GPU_CHECK_UNTOUCHED(got + at, k * slot + ro - at, GPU_SENTINEL, "rank %d burst %d: before message %d",
