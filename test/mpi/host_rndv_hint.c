@@ -43,6 +43,36 @@ static int isend_wait(const void *buf, int len, int tag) {
     return rc != MPI_SUCCESS ? rc : MPI_Wait(&r, MPI_STATUS_IGNORE);
 }
 
+/* SENDS such sends of `len` bytes from rank 0 into blocking receives of `m` on rank 1,
+ * message i filled from seed + i: each checked by its status and byte for byte. `asked`:
+ * whether rank 1 asks for RTS/CTS during them (once), and rank 0's later sends take it. */
+static void host_sends_into_the_device(ocl_env *e, MPI_Datatype t, cl_mem m, unsigned char *h, int len, int seed,
+                                       int tag, int asked) {
+    const long long asked0 = count("protocol.rndv_hint.asked"), hinted0 = count("protocol.send.host_rndv_hinted");
+    for (int i = 0; i < SENDS; ++i) {
+        if (mt_rank == 0) {
+            mt_fill(h, len, seed + i);
+            MT_CHECK(isend_wait(h, len, tag) == MPI_SUCCESS, "host send %d of %d bytes", i, len);
+        } else if (mt_rank == 1) {
+            ocl_fill(e, m, len, 0);
+            MPI_Status st;
+            MT_CHECK(MPI_Recv(m, len, t, 0, tag, MPI_COMM_WORLD, &st) == MPI_SUCCESS, "device receive %d", i);
+            MT_CHECK(p2p_count(&st, MPI_BYTE) == len, "message %d: status says %d bytes", i, p2p_count(&st, MPI_BYTE));
+            ocl_read(e, m, 0, h, len);
+            P2P_CHECK_BYTES(h, len, seed + i, "message");
+        }
+    }
+    if (mt_rank == 1)
+        MT_CHECK(count("protocol.rndv_hint.asked") - asked0 == asked, "%d B: asked %lld times", len,
+                 count("protocol.rndv_hint.asked") - asked0);
+    if (mt_rank == 0) {
+        /* The sender looks for the request every few such sends: from the fifth on. */
+        const long long hinted = count("protocol.send.host_rndv_hinted") - hinted0;
+        MT_CHECK(asked ? hinted >= SENDS - 8 && hinted < SENDS : hinted == 0, "%d B: %lld of %d sends by rendezvous",
+                 len, hinted, SENDS);
+    }
+}
+
 int main(int argc, char **argv) {
     setenv("MPIACC_HOST_RNDV_HINT_MIN", hint_on ? "256K" : "0", 1);
     setenv("MPIACC_HOST_RNDV_HINT_MIN_PIPELINE", "512K", 1);
@@ -57,33 +87,11 @@ int main(int argc, char **argv) {
     unsigned char *h = p2p_alloc(BIG);
 
     MT_CASE(cases[c++]) {
-        const long long asked0 = count("protocol.rndv_hint.asked"), taken0 = count("protocol.rndv_hint.taken"),
-                        hinted0 = count("protocol.send.host_rndv_hinted");
-        for (int i = 0; i < SENDS; ++i) {
-            if (mt_rank == 0) {
-                mt_fill(h, BIG, 10 + i);
-                MT_CHECK(isend_wait(h, BIG, 5) == MPI_SUCCESS, "host send %d", i);
-            } else if (mt_rank == 1) {
-                ocl_fill(&e, m, BIG, 0);
-                MPI_Status st;
-                MT_CHECK(MPI_Recv(m, BIG, t, 0, 5, MPI_COMM_WORLD, &st) == MPI_SUCCESS, "device receive %d", i);
-                MT_CHECK(p2p_count(&st, MPI_BYTE) == BIG, "message %d: status says %d bytes", i,
-                         p2p_count(&st, MPI_BYTE));
-                ocl_read(&e, m, 0, h, BIG);
-                P2P_CHECK_BYTES(h, BIG, 10 + i, "message");
-            }
-        }
-        if (mt_rank == 1)
-            MT_CHECK(count("protocol.rndv_hint.asked") - asked0 == hint_on, "asked %lld times",
-                     count("protocol.rndv_hint.asked") - asked0);
-        if (mt_rank == 0) {
-            const long long taken = count("protocol.rndv_hint.taken") - taken0;
-            const long long hinted = count("protocol.send.host_rndv_hinted") - hinted0;
-            MT_CHECK(taken == hint_on, "took %lld requests", taken);
-            /* The sender looks for the request every few such sends: from the fifth on. */
-            MT_CHECK(hint_on ? hinted >= SENDS - 8 && hinted < SENDS : hinted == 0, "%lld of %d sends by rendezvous",
-                     hinted, SENDS);
-        }
+        const long long taken0 = count("protocol.rndv_hint.taken");
+        host_sends_into_the_device(&e, t, m, h, BIG, 10, 5, hint_on);
+        if (mt_rank == 0)
+            MT_CHECK(count("protocol.rndv_hint.taken") - taken0 == hint_on, "took %lld requests",
+                     count("protocol.rndv_hint.taken") - taken0);
     }
 
     MT_CASE(cases[c++]) {
@@ -138,30 +146,7 @@ int main(int argc, char **argv) {
     MT_CASE(cases[c++]) {
         /* The request was withdrawn. 384 KiB payloads into the device: through shared slots
          * (from 256 KiB) asked for, through MPICH (from 512 KiB) not. */
-        const long long asked0 = count("protocol.rndv_hint.asked"), hinted0 = count("protocol.send.host_rndv_hinted");
-        const int asked_here = hint_on && shared_slots;
-        for (int i = 0; i < SENDS; ++i) {
-            if (mt_rank == 0) {
-                mt_fill(h, MID, 50 + i);
-                MT_CHECK(isend_wait(h, MID, 3) == MPI_SUCCESS, "host send %d", i);
-            } else if (mt_rank == 1) {
-                ocl_fill(&e, m, MID, 0);
-                MPI_Status st;
-                MT_CHECK(MPI_Recv(m, MID, t, 0, 3, MPI_COMM_WORLD, &st) == MPI_SUCCESS, "device receive %d", i);
-                MT_CHECK(p2p_count(&st, MPI_BYTE) == MID, "message %d: status says %d bytes", i,
-                         p2p_count(&st, MPI_BYTE));
-                ocl_read(&e, m, 0, h, MID);
-                P2P_CHECK_BYTES(h, MID, 50 + i, "message");
-            }
-        }
-        if (mt_rank == 1)
-            MT_CHECK(count("protocol.rndv_hint.asked") - asked0 == asked_here, "asked %lld times",
-                     count("protocol.rndv_hint.asked") - asked0);
-        if (mt_rank == 0) {
-            const long long hinted = count("protocol.send.host_rndv_hinted") - hinted0;
-            MT_CHECK(asked_here ? hinted >= SENDS - 8 && hinted < SENDS : hinted == 0, "%lld of %d sends by rendezvous",
-                     hinted, SENDS);
-        }
+        host_sends_into_the_device(&e, t, m, h, MID, 50, 3, hint_on && shared_slots);
     }
 
     MT_CASE(cases[c++]) {
