@@ -562,11 +562,11 @@ bool StagedSendOp::wait_for_device() {
     return true;
 }
 
-void post_staged_payloads() {
+void post_staged_payloads(const StagedSendOp *stop) {
     Context &ctx = context();
     auto &q = ctx.unposted_payloads;
     const std::size_t before = q.size();
-    while (!q.empty() && q.front()->post_when_staged()) q.pop_front();
+    while (!q.empty() && q.front() != stop && q.front()->post_when_staged()) q.pop_front();
     if (q.size() != before) note_unposted_payloads(ctx);
 }
 

@@ -388,8 +388,10 @@ int pmpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
                MPI_Request *request);
 
 // Unposted payloads (StagedSendOp) are posted to MPICH in call order by progress, each
-// once its copy has ended. Caller holds the StateLock.
-void post_staged_payloads();
+// once its copy has ended; with `stop`, only those queued ahead of it (the call that just
+// queued `stop` does not ask about the copy it has only issued). Caller holds the
+// StateLock.
+void post_staged_payloads(const StagedSendOp *stop = nullptr);
 // DESIGN 2.1: no send overtakes an earlier one to the same communicator and rank. Before
 // anything else is sent to (comm, dest), drives progress until every payload queued
 // earlier for it is in MPICH; costs one relaxed load while none is queued. The second
