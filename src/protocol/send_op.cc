@@ -562,12 +562,34 @@ bool StagedSendOp::wait_for_device() {
     return true;
 }
 
-void post_staged_payloads(const StagedSendOp *stop) {
+namespace {
+
+// Posts the payloads from the head of the queue up to `stop` (or all), each once its copy
+// has ended.
+void post_staged_payloads_before(const StagedSendOp *stop) {
     Context &ctx = context();
     auto &q = ctx.unposted_payloads;
     const std::size_t before = q.size();
     while (!q.empty() && q.front() != stop && q.front()->post_when_staged()) q.pop_front();
     if (q.size() != before) note_unposted_payloads(ctx);
+}
+
+}  // namespace
+
+void post_staged_payloads() { post_staged_payloads_before(nullptr); }
+
+// Posted only at the wait, a window's two sides took turns (IPC off, 32 x 256 B D->D on
+// two H100s: 157 us of MPI_Isend calls, then 354 us in the receiver's MPI_Waitall). The
+// copies of one device's staged sends share a stream, so the latest one ahead answers
+// for all ahead of it, and the others then retire without asking the driver: one query
+// for a batch (a query costs 1-2 us, which a sender-bound window pays in full).
+void post_staged_payloads_ahead_of(const StagedSendOp *op) {
+    Context &ctx = context();
+    auto &q = ctx.unposted_payloads;
+    const long batch = ctx.knobs.device_isend_post_batch;
+    if (batch <= 0 || q.size() <= static_cast<std::size_t>(batch) || q.back() != op) return;
+    if (!q[q.size() - 2]->copied()) return;
+    post_staged_payloads_before(op);
 }
 
 namespace {

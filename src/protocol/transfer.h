@@ -368,6 +368,9 @@ public:
     // the send was cancelled before it). False while the copy runs. Caller holds the
     // StateLock; the op is the head of Context::unposted_payloads.
     bool post_when_staged();
+    // Whether the copy into the staging memory has ended (or failed): post_when_staged
+    // would not wait. Unposted ops only.
+    bool copied() { return copy_->test(); }
     // Call order among the unposted payloads; the communicator and rank it goes to.
     std::uint64_t sequence() const { return sequence_; }
     bool goes_to(MPI_Comm c, int rank) const { return c == comm && rank == dest_; }
@@ -388,10 +391,12 @@ int pmpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
                MPI_Request *request);
 
 // Unposted payloads (StagedSendOp) are posted to MPICH in call order by progress, each
-// once its copy has ended; with `stop`, only those queued ahead of it (the call that just
-// queued `stop` does not ask about the copy it has only issued). Caller holds the
-// StateLock.
-void post_staged_payloads(const StagedSendOp *stop = nullptr);
+// once its copy has ended. Caller holds the StateLock.
+void post_staged_payloads();
+// The call that queued `op` (the newest) posts the payloads ahead of it, when at least
+// MPIACC_DEVICE_ISEND_POST_BATCH are and the copy of the latest of them has ended; it does
+// not ask about the copy it has only issued. Caller holds the StateLock.
+void post_staged_payloads_ahead_of(const StagedSendOp *op);
 // DESIGN 2.1: no send overtakes an earlier one to the same communicator and rank. Before
 // anything else is sent to (comm, dest), drives progress until every payload queued
 // earlier for it is in MPICH; costs one relaxed load while none is queued. The second
