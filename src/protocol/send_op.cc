@@ -589,7 +589,9 @@ void post_staged_payloads_ahead_of(const StagedSendOp *op) {
     const long batch = ctx.knobs.device_isend_post_batch;
     if (batch <= 0 || q.size() <= static_cast<std::size_t>(batch) || q.back() != op) return;
     if (!q[q.size() - 2]->copied()) return;
+    const std::size_t before = q.size();
     post_staged_payloads_before(op);
+    if (q.size() != before) MPIACC_COUNT("protocol.send.eager_device_posted_at_call");
 }
 
 namespace {

@@ -907,6 +907,49 @@ static void c_window_of_small_isends_arrives_in_call_order_among_other_sends(voi
     view_type_free(&CUDA_TAGGED, &t);
 }
 
+long long mpiacc_knob_value(const char *name); /* libmpiacc: a knob's value in effect */
+
+/* Without IPC a small device MPI_Isend returns once its staging copy is issued, and its
+ * payload goes to MPICH later: at a later such call once MPIACC_DEVICE_ISEND_POST_BATCH
+ * payloads wait ahead of it and the latest one's copy has ended, else at the wait. Rank 0
+ * issues 25 sends of 256 B on one tag, 200 us apart (each copy has ended by the next
+ * call), and waits for them last; rank 1 receives them in order into device memory and
+ * checks each. With the knob at 0 no call posts earlier payloads. (With IPC they are
+ * pulled; then only the bytes are checked.) */
+static void c_small_isends_post_earlier_payloads_at_later_calls(void) {
+    enum { N = 25 };
+    const int ipc = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on();
+    const long long batch = mpiacc_knob_value("MPIACC_DEVICE_ISEND_POST_BATCH");
+    const int tag = 7960;
+    const size_t n = 256;
+    MPI_Datatype t = view_type(&CUDA_TAGGED);
+    msg_t m[N];
+    if (mt_rank == 0) {
+        MPI_Request r[N];
+        const long long at_call0 = mpiacc_counter_value("protocol.send.eager_device_posted_at_call");
+        for (int i = 0; i < N; ++i) {
+            send_prepare(&m[i], &CUDA_TAGGED, n, msg_off(tag + i, 0));
+            MCK(MPI_Isend(m[i].p, m[i].count, t, 1, tag, W, &r[i]));
+            usleep(200);
+        }
+        MCK(MPI_Waitall(N, r, MPI_STATUSES_IGNORE));
+        const long long at_call = mpiacc_counter_value("protocol.send.eager_device_posted_at_call") - at_call0;
+        if (!ipc && gpu_knob_on("MPIACC_DEVICE_ISEND_DEFER"))
+            MT_CHECK(batch > 0 ? at_call >= 1 && at_call <= (N - 1) / batch : at_call == 0,
+                     "%lld calls posted earlier payloads (MPIACC_DEVICE_ISEND_POST_BATCH %lld)", at_call, batch);
+    } else {
+        for (int i = 0; i < N; ++i) {
+            recv_prepare(&m[i], &CUDA_TAGGED, n);
+            MPI_Status st;
+            MCK(MPI_Recv(m[i].p, m[i].count, t, 0, tag, W, &st));
+            GPU_CHECK_STATUS(st, 0, tag, n, "message %d", i);
+            recv_check(&m[i], n, msg_off(tag + i, 0), "small Isend", n);
+        }
+    }
+    for (int i = 0; i < N; ++i) msg_free(&m[i]);
+    view_type_free(&CUDA_TAGGED, &t);
+}
+
 /* The progress rule (DESIGN 2.6) for a payload still being staged: rank 0 posts a small
  * device MPI_Isend and blocks in MPI_Barrier at once, with no MPI call between that could
  * hand the payload to MPICH, while rank 1 blocks in MPI_Recv before its MPI_Barrier. The
@@ -1700,6 +1743,7 @@ static const gpu_case_t cases[] = {
     {"window_of_small_isends_arrives_in_call_order_among_other_sends",
      c_window_of_small_isends_arrives_in_call_order_among_other_sends, 0},
     {"cancelled_or_freed_small_isends_keep_the_order_of_the_rest", c_cancelled_or_freed_small_isends_keep_the_order, 0},
+    {"small_isends_post_earlier_payloads_at_later_calls", c_small_isends_post_earlier_payloads_at_later_calls, 0},
     {"small_isend_then_barrier_while_the_peer_receives", c_small_isend_then_barrier_while_the_peer_receives, 0},
     {"small_device_copies_by_kernel_at_every_alignment", c_small_copies_by_kernel_at_every_alignment, 0},
     {"large_host_sends_into_device_take_shared_staging_unless_ipc_is_off",
