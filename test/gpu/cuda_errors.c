@@ -326,8 +326,6 @@ static void c_realloc_at_probed_freed_address(void) {
     after_errors(1100);
 }
 
-long long mpiacc_knob_value(const char *name); /* libmpiacc: a knob's value in effect */
-
 /* Collectives take host buffers only (ROADMAP 2): a device pointer, found by pointer
  * query under a plain type or tagged, is refused before MPICH reads it as host memory.
  * Every rank passes one, so every rank fails locally. */

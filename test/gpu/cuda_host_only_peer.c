@@ -8,8 +8,6 @@
  * MPIACC-TEST-RANKS: 2 */
 #include "gpu_util.h"
 
-long long mpiacc_counter_value(const char *name);
-
 static void c_host_only_peer_receives_without_a_context(void) {
     static const size_t sz[] = {1, 200, 16 * KiB, 64 * KiB, 1 * MiB, 3 * MiB};
     enum { NS = sizeof sz / sizeof sz[0] };

@@ -648,10 +648,6 @@ static void c_zero_byte_device_messages(void) {
     MCK(MPI_Type_free(&cuda_t));
 }
 
-long long mpiacc_counter_value(const char *name);
-long long mpiacc_knob_value(const char *name);
-long long mpiacc_knob_value(const char *name); /* libmpiacc: a knob's value in effect */
-
 /* Small device sends until one is pulled by a blocking device receive, which ends any
  * run of staged sends an earlier declined offer left: the receiver asks for pulls again
  * (PULL_HINT) at the first staged payload, and the sender takes that within a few sends. */
@@ -906,8 +902,6 @@ static void c_window_of_small_isends_arrives_in_call_order_among_other_sends(voi
     for (int i = 0; i < WINDOW; ++i) msg_free(&m[i]);
     view_type_free(&CUDA_TAGGED, &t);
 }
-
-long long mpiacc_knob_value(const char *name); /* libmpiacc: a knob's value in effect */
 
 /* Without IPC a small device MPI_Isend returns once its staging copy is issued, and its
  * payload goes to MPICH later: at a later such call once MPIACC_DEVICE_ISEND_POST_BATCH

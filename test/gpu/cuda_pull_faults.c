@@ -7,8 +7,6 @@
  * MPIACC-TEST-RANKS: 2 */
 #include "gpu_util.h"
 
-long long mpiacc_counter_value(const char *name);
-
 #define W MPI_COMM_WORLD
 #define N 8
 #define LEN (256 * KiB)
