@@ -362,16 +362,14 @@ void RecvOp::deliver_payload(const void *data, std::size_t len) {
     // A host payload this size comes faster by RTS/CTS (host_rndv_hint_ask): from a
     // smaller size where this rank would copy the sender's chunks out of its shared slots
     // (what shared_staging_usable will find of the sender's RTS) than where they cross MPICH.
-    if (host_rndv_hint_size(context().knobs, len)) {
-        const Knobs &k = context().knobs;
+    const Knobs &k = context().knobs;
+    if (host_rndv_hint_size(k, len)) {
         const int world_peer = world_rank_of(comm, status.MPI_SOURCE);
-        const bool shared_slots =
-            k.shared_staging && same_node(world_peer) && dest_.device->copies_from_peer_segments();
-        if (const std::size_t from = host_rndv_hint_ask(k, len, shared_slots))
+        if (const std::size_t from = host_rndv_hint_ask(k, len, takes_shared_slots() && same_node(world_peer)))
             note_host_payload_route(world_peer, from);
     }
     // A small one may be a device send staged because this rank declined its pull.
-    if (len <= context().knobs.device_eager_max) note_small_device_payload(comm, status.MPI_SOURCE);
+    if (len <= k.device_eager_max) note_small_device_payload(comm, status.MPI_SOURCE);
     // The bounce buffer stays alive until the host-to-device copies have finished.
     // A large payload goes straight from it by DMA once the buffer is page-locked (done
     // on its first payload; the cache keeps it so): staging through slots costs a second
@@ -581,8 +579,12 @@ void RecvOp::on_envelope(const Envelope &env) {
 bool RecvOp::shared_staging_usable(const Envelope &env) const {
     const Context &ctx = context();
     return (env.flags & kEnvelopeSharedStaging) && !(env.flags & kEnvelopeHasIpc) && env.node_id == ctx.node_id &&
-           ctx.knobs.shared_staging && (dest_.kind == BufKind::HOST || dest_.device->copies_from_peer_segments()) &&
+           takes_shared_slots() &&
            !peer_process_unreachable(env.sender_rank, env.shared.pid, env.shared.pid_namespace, ctx.pid_namespace);
+}
+
+bool RecvOp::takes_shared_slots() const {
+    return context().knobs.shared_staging && (dest_.kind == BufKind::HOST || dest_.device->copies_from_peer_segments());
 }
 
 // A notice arrived for chunk `c`: its bytes go from the sender's slot to the device, or

@@ -565,13 +565,15 @@ bool StagedSendOp::wait_for_device() {
 namespace {
 
 // Posts the payloads from the head of the queue up to `stop` (or all), each once its copy
-// has ended.
-void post_staged_payloads_before(const StagedSendOp *stop) {
+// has ended; true when it posted any.
+bool post_staged_payloads_before(const StagedSendOp *stop) {
     Context &ctx = context();
     auto &q = ctx.unposted_payloads;
     const std::size_t before = q.size();
     while (!q.empty() && q.front() != stop && q.front()->post_when_staged()) q.pop_front();
-    if (q.size() != before) note_unposted_payloads(ctx);
+    if (q.size() == before) return false;
+    note_unposted_payloads(ctx);
+    return true;
 }
 
 }  // namespace
@@ -588,10 +590,8 @@ void post_staged_payloads_ahead_of(const StagedSendOp *op) {
     auto &q = ctx.unposted_payloads;
     const long batch = ctx.knobs.device_isend_post_batch;
     if (batch <= 0 || q.size() <= static_cast<std::size_t>(batch) || q.back() != op) return;
-    if (!q[q.size() - 2]->copied()) return;
-    const std::size_t before = q.size();
-    post_staged_payloads_before(op);
-    if (q.size() != before) MPIACC_COUNT("protocol.send.eager_device_posted_at_call");
+    if (q[q.size() - 2]->copied() && post_staged_payloads_before(op))
+        MPIACC_COUNT("protocol.send.eager_device_posted_at_call");
 }
 
 namespace {

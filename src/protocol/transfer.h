@@ -285,6 +285,9 @@ private:
     void tell_sender_done(std::uint16_t status);
     void pipeline_step();
     bool shared_staging_usable(const Envelope &env) const;
+    // This receive could copy a sender's chunks out of its shared slots, were the sender on
+    // this node and offering them: the part of shared_staging_usable that is this side's.
+    bool takes_shared_slots() const;
     void start_shared_copy(ChunkState &c);
     bool acknowledge_chunk(ChunkState &c);
     bool admit_pipeline();
