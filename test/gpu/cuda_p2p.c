@@ -1451,15 +1451,16 @@ static int time_sliced_with_peer(void) {
  * burst_sz[k % BURST_NS] bytes, leaves its BURST_SLOT at burst_send_off[k % BURST_NO] and
  * lands in its own at burst_recv_off[(k / BURST_NO) % BURST_NO], so that sizes up to
  * MPIACC_CUDA_RESIDENT_MAX and past it meet aligned and unaligned ends. */
-static const size_t burst_sz[] = {1, 8, 16, 17, 200, 256, 1024, 4095, 4096, 8192};
+static const size_t burst_sz[] = {1, 8, 16, 17, 200, 256, 1024, 4095, 4096, 8192, 16383, 16384, 16400};
 static const size_t burst_send_off[] = {0, 16, 3}, burst_recv_off[] = {0, 16, 5};
-enum { BURST_NS = sizeof burst_sz / sizeof burst_sz[0], BURST_NO = 3, BURST_SLOT = 8 * 1024 + 64 };
+/* BURST_NS prime to BURST_NO: every size leaves from every offset. */
+enum { BURST_NS = sizeof burst_sz / sizeof burst_sz[0], BURST_NO = 3, BURST_SLOT = 16 * 1024 + 64 };
 
-/* IPC pulls between device buffers of at most MPIACC_CUDA_RESIDENT_MAX (4 KiB; 16-byte
+/* IPC pulls between device buffers of at most MPIACC_CUDA_RESIDENT_MAX (16 KiB; 16-byte
  * aligned ends, or at most 256 bytes) go to a one-warp kernel that stays on the receiving
  * GPU while pulls come (src/accel/cuda/resident_copier.h); a pull that finds it gone goes
  * to a copy engine and launches it again. Bursts of 48 blocking device-to-device sends of
- * 1 B-8 KiB from offsets 0, 16 and 3, each into its own place of one device buffer at
+ * 1 B-16 KiB from offsets 0, 16 and 3, each into its own place of one device buffer at
  * offsets 0, 16 and 5: every byte lands and nothing between them is written. Where the
  * pulls come faster than the kernel's idle time (MPIACC_CUDA_RESIDENT_IDLE_US) the
  * receiver's copier took some of those that qualify; without IPC, with the knob at 0,
@@ -1476,6 +1477,7 @@ static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
      * (c_small_staged_copies_go_to_the_resident_copier). */
     const long long posted0 = mpiacc_counter_value("cuda.copy.resident_pull");
     const long long declined0 = mpiacc_counter_value("cuda.copy.resident_declined");
+    const long long knob = mpiacc_knob_value("MPIACC_CUDA_RESIDENT_MAX");
     long long qualifying = 0;
     double busiest_us = 0; /* the fastest burst's time per message */
     int tag = 8400;
@@ -1506,7 +1508,7 @@ static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
         for (int k = 0; k < N; ++k) {
             const size_t n = burst_sz[k % BURST_NS], so = burst_send_off[k % BURST_NO],
                          ro = burst_recv_off[(k / BURST_NO) % BURST_NO];
-            if (n <= 4 * KiB && (n <= 256 || (so % 16 == 0 && ro % 16 == 0))) ++qualifying;
+            if ((long long)n <= knob && (n <= 256 || (so % 16 == 0 && ro % 16 == 0))) ++qualifying;
             GPU_CHECK_UNTOUCHED(got + at, k * slot + ro - at, GPU_SENTINEL, "burst %d: before message %d", b, k);
             GPU_CHECK_SAME(got + k * slot + ro, gpu_ref + msg_off(tag + k, 0), n,
                            "burst %d message %d: %zu bytes from offset %zu into offset %zu", b, k, n, so, ro);
@@ -1519,7 +1521,6 @@ static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
     if (mt_rank != 1) return;
     const long long posted = mpiacc_counter_value("cuda.copy.resident_pull") - posted0;
     const long long declined = mpiacc_counter_value("cuda.copy.resident_declined") - declined0;
-    const long long knob = mpiacc_knob_value("MPIACC_CUDA_RESIDENT_MAX");
     const long long idle_us = mpiacc_knob_value("MPIACC_CUDA_RESIDENT_IDLE_US");
     printf(
         "# rank 1: %lld of %lld qualifying pulls posted to the resident copier, %lld declined; fastest burst "
@@ -1563,7 +1564,7 @@ static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
  * copy (rank 0's, out of its device buffer into a pinned slot when it sends, into it from
  * pinned memory when it receives) of at most MPIACC_CUDA_RESIDENT_MAX goes to the
  * resident copier on rank 0's GPU, as small pulls do, where the device reads registered
- * host memory at its host address. Bursts of 30 ping-pongs of 1 B-8 KiB: rank 0 sends from
+ * host memory at its host address. Bursts of 30 ping-pongs of 1 B-16 KiB: rank 0 sends from
  * device offsets 0, 16 and 3 into rank 1's host memory and receives rank 1's reply at
  * device offsets 0, 16 and 5; every byte lands both ways and nothing around it is written.
  * Where a round trip is shorter than the kernel's idle time, the copier (on either rank:
@@ -1585,6 +1586,7 @@ static void c_small_staged_copies_go_to_the_resident_copier(void) {
         if (!h) gpu_die(__FILE__, __LINE__, "out of host memory");
     }
     const long long posted0 = mpiacc_counter_value("cuda.copy.resident");
+    const long long knob = mpiacc_knob_value("MPIACC_CUDA_RESIDENT_MAX");
     long long qualifying = 0;
     double fastest_us = 0; /* the fastest burst's time per round trip */
     int tag = 8600;
@@ -1620,8 +1622,8 @@ static void c_small_staged_copies_go_to_the_resident_copier(void) {
         for (int k = 0; k < N; ++k) {
             const size_t n = burst_sz[k % BURST_NS], so = burst_send_off[k % BURST_NO],
                          ro = mt_rank == 0 ? burst_recv_off[(k / BURST_NO) % BURST_NO] : 0;
-            if (n <= 4 * KiB && (n <= 256 || so % 16 == 0)) ++qualifying;                             /* out */
-            if (n <= 4 * KiB && (n <= 256 || ro % 16 == 0) && !(n <= 16 && n % 4 == 0)) ++qualifying; /* in */
+            if ((long long)n <= knob && (n <= 256 || so % 16 == 0)) ++qualifying;                             /* out */
+            if ((long long)n <= knob && (n <= 256 || ro % 16 == 0) && !(n <= 16 && n % 4 == 0)) ++qualifying; /* in */
             GPU_CHECK_UNTOUCHED(got + at, k * slot + ro - at, GPU_SENTINEL, "rank %d burst %d: before message %d",
                                 mt_rank, b, k);
             GPU_CHECK_SAME(got + k * slot + ro, gpu_ref + msg_off(mt_rank == 0 ? tag + N + k : tag + k, !mt_rank), n,
@@ -1640,7 +1642,6 @@ static void c_small_staged_copies_go_to_the_resident_copier(void) {
     long long mine = mpiacc_counter_value("cuda.copy.resident") - posted0, posted = 0;
     MCK(MPI_Allreduce(&mine, &posted, 1, MPI_LONG_LONG, MPI_SUM, W));
     if (mt_rank != 0) return;
-    const long long knob = mpiacc_knob_value("MPIACC_CUDA_RESIDENT_MAX");
     const long long idle_us = mpiacc_knob_value("MPIACC_CUDA_RESIDENT_IDLE_US");
     int host_addresses = 0;
     CK(cudaDeviceGetAttribute(&host_addresses, cudaDevAttrCanUseHostPointerForRegisteredMem, gpu_dev));

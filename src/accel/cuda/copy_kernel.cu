@@ -81,24 +81,29 @@ static __device__ unsigned long long resident_clock_ns() {
     return t;
 }
 
+// Vectors in flight a lane: the warp reads MPIACC_RESIDENT_UNROLL * 512 bytes per round
+// trip to the source (across NVLink, or to host memory over PCIe), so a 16 KiB copy costs
+// two round trips, not eight as with four.
+#define MPIACC_RESIDENT_UNROLL 16
+
 // One command's bytes by the warp. Loads bypass the L1 (__ldcv): a source is often read
 // again after its owner rewrote it, and this kernel outlives any one copy. 16-byte
-// aligned ends go in vectors, four in flight a lane (a read across NVLink costs one round
-// trip, not one per vector); otherwise byte by byte, which the host allows only for short
-// copies.
+// aligned ends go in vectors, MPIACC_RESIDENT_UNROLL in flight a lane (a read across
+// NVLink costs one round trip, not one per vector); otherwise byte by byte, which the
+// host allows only for short copies.
 static __device__ void resident_copy_bytes(unsigned char *dst, const unsigned char *src, unsigned long long len,
                                            unsigned lane) {
     if (((reinterpret_cast<unsigned long long>(dst) | reinterpret_cast<unsigned long long>(src)) & 15) == 0) {
         const unsigned long long vectors = len / 16;
         const int4 *s4 = reinterpret_cast<const int4 *>(src);
         int4 *d4 = reinterpret_cast<int4 *>(dst);
-        for (unsigned long long i = lane; i < vectors; i += 128) {
-            int4 v[4];
+        for (unsigned long long i = lane; i < vectors; i += 32 * MPIACC_RESIDENT_UNROLL) {
+            int4 v[MPIACC_RESIDENT_UNROLL];
 #pragma unroll
-            for (int k = 0; k < 4; ++k)
+            for (int k = 0; k < MPIACC_RESIDENT_UNROLL; ++k)
                 if (i + 32 * k < vectors) v[k] = __ldcv(s4 + i + 32 * k);
 #pragma unroll
-            for (int k = 0; k < 4; ++k)
+            for (int k = 0; k < MPIACC_RESIDENT_UNROLL; ++k)
                 if (i + 32 * k < vectors) d4[i + 32 * k] = v[k];
         }
         const unsigned long long at = vectors * 16 + lane;
