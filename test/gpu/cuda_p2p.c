@@ -1451,16 +1451,16 @@ static int time_sliced_with_peer(void) {
  * burst_sz[k % BURST_NS] bytes, leaves its BURST_SLOT at burst_send_off[k % BURST_NO] and
  * lands in its own at burst_recv_off[(k / BURST_NO) % BURST_NO], so that sizes up to
  * MPIACC_CUDA_RESIDENT_MAX and past it meet aligned and unaligned ends. */
-static const size_t burst_sz[] = {1, 8, 16, 17, 200, 256, 1024, 4095, 4096, 8192, 16383, 16384, 16400};
+static const size_t burst_sz[] = {1, 8, 16, 17, 200, 256, 1024, 4095, 4096, 8192, 16384, 32767, 32768, 32784};
 static const size_t burst_send_off[] = {0, 16, 3}, burst_recv_off[] = {0, 16, 5};
 /* BURST_NS prime to BURST_NO: every size leaves from every offset. */
-enum { BURST_NS = sizeof burst_sz / sizeof burst_sz[0], BURST_NO = 3, BURST_SLOT = 16 * 1024 + 64 };
+enum { BURST_NS = sizeof burst_sz / sizeof burst_sz[0], BURST_NO = 3, BURST_SLOT = 32 * 1024 + 64 };
 
-/* IPC pulls between device buffers of at most MPIACC_CUDA_RESIDENT_MAX (16 KiB; 16-byte
+/* IPC pulls between device buffers of at most MPIACC_CUDA_RESIDENT_MAX (32 KiB; 16-byte
  * aligned ends, or at most 256 bytes) go to a one-warp kernel that stays on the receiving
  * GPU while pulls come (src/accel/cuda/resident_copier.h); a pull that finds it gone goes
  * to a copy engine and launches it again. Bursts of 48 blocking device-to-device sends of
- * 1 B-16 KiB from offsets 0, 16 and 3, each into its own place of one device buffer at
+ * 1 B-32 KiB from offsets 0, 16 and 3, each into its own place of one device buffer at
  * offsets 0, 16 and 5: every byte lands and nothing between them is written. Where the
  * pulls come faster than the kernel's idle time (MPIACC_CUDA_RESIDENT_IDLE_US) the
  * receiver's copier took some of those that qualify; without IPC, with the knob at 0,
@@ -1564,7 +1564,7 @@ static void c_small_pulls_in_a_burst_go_to_the_resident_copier(void) {
  * copy (rank 0's, out of its device buffer into a pinned slot when it sends, into it from
  * pinned memory when it receives) of at most MPIACC_CUDA_RESIDENT_MAX goes to the
  * resident copier on rank 0's GPU, as small pulls do, where the device reads registered
- * host memory at its host address. Bursts of 30 ping-pongs of 1 B-16 KiB: rank 0 sends from
+ * host memory at its host address. Bursts of 30 ping-pongs of 1 B-32 KiB: rank 0 sends from
  * device offsets 0, 16 and 3 into rank 1's host memory and receives rank 1's reply at
  * device offsets 0, 16 and 5; every byte lands both ways and nothing around it is written.
  * Where a round trip is shorter than the kernel's idle time, the copier (on either rank:

@@ -82,9 +82,9 @@ static __device__ unsigned long long resident_clock_ns() {
 }
 
 // Vectors in flight a lane: the warp reads MPIACC_RESIDENT_UNROLL * 512 bytes per round
-// trip to the source (across NVLink, or to host memory over PCIe), so a 16 KiB copy costs
-// two round trips, not eight as with four.
-#define MPIACC_RESIDENT_UNROLL 16
+// trip to the source (across NVLink, or to host memory over PCIe), so a 32 KiB copy costs
+// two round trips (sixteen with four a lane). 255 registers, none spilled, one warp.
+#define MPIACC_RESIDENT_UNROLL 32
 
 // One command's bytes by the warp. Loads bypass the L1 (__ldcv): a source is often read
 // again after its owner rewrote it, and this kernel outlives any one copy. 16-byte
