@@ -54,6 +54,13 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Powers of 4, plus the sizes where a path changes: 8 and 32 KiB around the resident
+ * copier's limit and the staged device limit (MPIACC_CUDA_RESIDENT_MAX, _DEVICE_EAGER_MAX:
+ * with powers of 4 alone, 8 KiB trailed staging by hand unseen until session 41), 128 KiB
+ * below the 256 KiB host-to-device hint and 512 KiB at the pipeline route's
+ * (MPIACC_HOST_RNDV_HINT_MIN, _PIPELINE), 2 MiB at the host rendezvous threshold. */
+#define DEFAULT_SIZES "8,64,256,1K,4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M,16M,64M,256M"
+
 #include "bench_harness.h"
 #include "results_csv.h"
 
@@ -579,7 +586,7 @@ int main(int argc, char **argv) {
     b->peer = 1 - b->rank;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     g_prog = "pt2pt";
-    if (!parse_options(argc, argv, &b->o, 256L << 20, "8,64,256,1K,4K,16K,64K,256K,1M,2M,4M,16M,64M,256M") || nranks != 2) {
+    if (!parse_options(argc, argv, &b->o, 256L << 20, DEFAULT_SIZES) || nranks != 2) {
         if (b->rank == 0) {
             if (nranks != 2) fprintf(stderr, "pt2pt: needs exactly 2 ranks, got %d\n", nranks);
             usage();
