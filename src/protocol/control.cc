@@ -39,9 +39,9 @@ struct PeerHints {
     int asking = 0;
     unsigned sends_since_poll = 0;
     // Receiver: what this rank last told each sender (the size it asked from, 0: not
-    // asked or withdrawn), and how many hints it
-    // sent to each. Sender: how many it took, from anyone. MPI_Finalize takes every hint
-    // sent to this rank: MPICH would find the rest unmatched (UCX warns of each).
+    // asked or withdrawn), and how many hints it sent to each. Sender: how many it took,
+    // from anyone. MPI_Finalize takes every hint sent to this rank: MPICH would find the
+    // rest unmatched (UCX warns of each).
     std::vector<std::size_t> told;
     std::vector<int> sent_to;
     int taken = 0;

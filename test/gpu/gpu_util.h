@@ -17,13 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../mpi/mpiacc_hooks.h"
 #include "../mpi/mpitest.h"
 #include "mpiacc.h"
-
-/* libmpiacc's test hooks (not in mpiacc.h): a named event counter's value (0 when it does
- * not exist), and a numeric knob's value in effect (-1 when unknown). */
-long long mpiacc_counter_value(const char *name);
-long long mpiacc_knob_value(const char *name);
 
 /* GCC 11+ reads MPICH's MPI_STATUSES_IGNORE ((MPI_Status *)1) as a zero-size array. */
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11

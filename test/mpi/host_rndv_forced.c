@@ -3,8 +3,6 @@
  * MPIACC-TEST-RANKS: 2 */
 #include "p2p_util.h"
 
-long long mpiacc_counter_value(const char *name);
-
 int main(int argc, char **argv) {
     setenv("MPIACC_HOST_RNDV_THRESHOLD", "64K", 1);
     MT_INIT(&argc, &argv);

@@ -10,8 +10,6 @@
 #include "mpiacc.h"
 #include "p2p_util.h"
 
-long long mpiacc_counter_value(const char *name);
-
 typedef struct {
     cl_platform_id platform;
     cl_device_id device;

@@ -6,8 +6,6 @@
  * MPIACC-TEST-RANKS: 2 */
 #include "p2p_util.h"
 
-long long mpiacc_counter_value(const char *name);
-
 enum { RNDV = 4096, BIG = 3 * RNDV + 17, WIN = 8 };
 
 int main(int argc, char **argv) {

@@ -4,6 +4,7 @@
 #ifndef P2P_UTIL_H_INCLUDED
 #define P2P_UTIL_H_INCLUDED
 
+#include "mpiacc_hooks.h"
 #include "mpitest.h"
 
 /* GCC 11+ reads MPICH's MPI_STATUSES_IGNORE ((MPI_Status *)1) as a zero-size array and
@@ -20,9 +21,6 @@
 #define P2P_RNDV_BYTES ((size_t)9 << 20)
 /* Bounded waits: far above any real completion time, far below run-test's limit. */
 #define P2P_TIMEOUT_S 60.0
-
-/* libmpiacc's value of a numeric knob in effect (SIZE in bytes), -1 when unknown. */
-long long mpiacc_knob_value(const char *name);
 
 /* The pipeline's packet size in effect (MPIACC_CHUNK_SIZE). */
 static inline size_t p2p_chunk_size(void) { return (size_t)mpiacc_knob_value("MPIACC_CHUNK_SIZE"); }
