@@ -24,5 +24,10 @@ WRAP(cudaError_t, cudaMallocHost, (void **p, size_t n), (p, n))
 WRAP(cudaError_t, cudaHostAlloc, (void **p, size_t n, unsigned f), (p, n, f))
 WRAP(cudaError_t, cudaFreeHost, (void *p), (p))
 WRAP(int, PMPI_Type_get_attr, (MPI_Datatype t, int k, void *v, int *f), (t, k, v, f))
+/* Calls that may take milliseconds: mapping a peer's memory, device allocations. */
+WRAP(cudaError_t, cudaIpcOpenMemHandle, (void **p, cudaIpcMemHandle_t h, unsigned f), (p, h, f))
+WRAP(cudaError_t, cudaIpcCloseMemHandle, (void *p), (p))
+WRAP(cudaError_t, cudaMalloc, (void **p, size_t n), (p, n))
+WRAP(cudaError_t, cudaFree, (void *p), (p))
 
 #endif

@@ -19,7 +19,12 @@
  * the flag of a test or probe, or 1 when a cudaEventQuery/cudaStreamQuery found the work
  * done, or for "involuntary_ctxsw" how often the thread was switched out in that call.
  * TIMELINE_SWITCHES=1 also prints each rank's count of those for the whole run at
- * MPI_Finalize. The shim adds about 50 ns to each call it wraps. */
+ * MPI_Finalize. The shim adds about 50 ns to each call it wraps.
+ *
+ * TIMELINE_SLOW_US=T keeps, of every top-level call after the warm-up, only those that took
+ * at least T us (TIMELINE_CALLS is then ignored): for stalls that come once in thousands of
+ * messages, such as the 5-48 ms ones in host-to-device ping-pongs of 16-32 KiB (session 42).
+ * Read them with p2p-timeline.py --each, which lists every kept call's events. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -41,18 +46,25 @@ typedef struct {
 enum { MAX_RECORDS = 1 << 18 };
 static Record records[MAX_RECORDS];
 static int nrecords = 0, depth = 0, seq = 0, skip = -1, window = 400;
+static double slow_us = -1; /* TIMELINE_SLOW_US; < 0: a window of calls */
+static long slow_kept = 0, records_lost = 0;
 
 static int recording(void) {
     if (skip < 0) {
-        const char *s = getenv("TIMELINE_SKIP"), *w = getenv("TIMELINE_CALLS");
+        const char *s = getenv("TIMELINE_SKIP"), *w = getenv("TIMELINE_CALLS"), *t = getenv("TIMELINE_SLOW_US");
         skip = s ? atoi(s) : 1000;
         if (w) window = atoi(w);
+        if (t) slow_us = atof(t);
     }
-    return seq >= skip && seq < skip + window;
+    return seq >= skip && (slow_us >= 0 || seq < skip + window);
 }
 
 static void add(const char *name, double start, double dur, int aux) {
-    if (depth > 0 && recording() && nrecords < MAX_RECORDS) {
+    if (depth > 0 && recording()) {
+        if (nrecords == MAX_RECORDS) {
+            records_lost++;
+            return;
+        }
         Record *r = &records[nrecords++];
         r->name = name, r->start = start, r->dur = dur, r->seq = seq, r->aux = aux;
     }
@@ -134,6 +146,7 @@ static long involuntary_switches(void) {
         if (enabled < 0) enabled = top_enabled(#name);                       \
         if (!enabled || depth > 0) return real args;                         \
         const long sw0_ = recording() ? involuntary_switches() : 0;          \
+        const int mark_ = nrecords;                                          \
         double t0_ = now_us();                                               \
         depth++;                                                             \
         int rv_ = real args;                                                 \
@@ -143,6 +156,12 @@ static long involuntary_switches(void) {
             if (sw_ > 0) add("involuntary_ctxsw", t0_, t1_ - t0_, (int)sw_); \
         }                                                                    \
         add(#name, t0_, t1_ - t0_, -1);                                      \
+        if (slow_us >= 0 && recording()) {                                   \
+            if (t1_ - t0_ < slow_us)                                         \
+                nrecords = mark_; /* fast: its records go */                 \
+            else                                                             \
+                slow_kept++;                                                 \
+        }                                                                    \
         if (--depth == 0) seq++;                                             \
         return rv_;                                                          \
     }
@@ -181,6 +200,11 @@ int MPI_Finalize(void) {
     } else {
         fprintf(stderr, "[p2p-timeline] cannot write %s\n", path);
     }
+    if (slow_us >= 0)
+        fprintf(stderr, "[p2p-timeline] rank %d: %ld of %d top-level calls took at least %.0f us%s\n", rank, slow_kept,
+                seq > skip ? seq - skip : 0, slow_us, records_lost ? " (records ran out)" : "");
+    else if (records_lost)
+        fprintf(stderr, "[p2p-timeline] rank %d: %ld records did not fit\n", rank, records_lost);
     /* For runs whose calls are not recorded (PMPI_ directly, as staging by hand does). */
     if (getenv("TIMELINE_SWITCHES"))
         fprintf(stderr, "[p2p-timeline] rank %d: main thread switched out involuntarily %ld times in the run\n", rank,

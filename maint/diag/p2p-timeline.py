@@ -5,6 +5,11 @@ per call and calls per call), then the median timeline of one message from the s
 MPI_Send to the receiver's MPI_Recv return, and one message's events in full.
 
     python3 maint/diag/p2p-timeline.py timeline.0.tsv timeline.1.tsv
+    python3 maint/diag/p2p-timeline.py --each timeline.0.tsv timeline.1.tsv
+
+--each (for files written with TIMELINE_SLOW_US, which keeps only slow calls, so that the
+two ranks' calls no longer pair up) prints each rank's breakdown, then every kept call with
+its events, in us after the call's start, and the time outside wrapped calls.
 """
 import collections
 import statistics
@@ -118,12 +123,30 @@ def timeline(send_calls, recv_calls, label):
         print(f"    {side} {e[0] - t0:8.2f} +{e[1]:6.2f}  {e[2]}{'' if e[3] == 0 else f' -> {e[3]}'}")
 
 
+def each(rank, calls):
+    for seq, c in calls.items():
+        t0 = c["start"]
+        wrapped = sum(e[1] for e in c["events"] if e[2] != "involuntary_ctxsw")
+        print(f"\nrank {rank} call {seq} {c['name']}: {c['end'] - t0:.1f} us, "
+              f"{c['end'] - t0 - wrapped:.1f} outside wrapped calls")
+        for start, dur, name, aux in c["events"]:
+            print(f"    {start - t0:10.2f} +{dur:9.2f}  {name}{'' if aux == 0 else f' -> {aux}'}")
+
+
 def main():
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    listing = bool(args) and args[0] == "--each"
+    if listing:
+        args = args[1:]
+    if len(args) != 2:
         sys.exit(__doc__)
-    c0, c1 = load(sys.argv[1]), load(sys.argv[2])
+    c0, c1 = load(args[0]), load(args[1])
     breakdown(0, c0)
     breakdown(1, c1)
+    if listing:
+        each(0, c0)
+        each(1, c1)
+        return
     timeline(c0, c1, "rank 0 -> rank 1")
     timeline(c1, c0, "rank 1 -> rank 0")
 
