@@ -1450,8 +1450,11 @@ static int time_sliced_with_peer(void) {
 /* The bursts of the two resident-copier cases below: message k of a burst has
  * burst_sz[k % BURST_NS] bytes, leaves its BURST_SLOT at burst_send_off[k % BURST_NO] and
  * lands in its own at burst_recv_off[(k / BURST_NO) % BURST_NO], so that sizes up to
- * MPIACC_CUDA_RESIDENT_MAX and past it meet aligned and unaligned ends. */
-static const size_t burst_sz[] = {1, 8, 16, 17, 200, 256, 1024, 4095, 4096, 8192, 16384, 32767, 32768, 32784};
+ * MPIACC_CUDA_RESIDENT_MAX and past it meet aligned and unaligned ends. The kernel keeps
+ * 4, 16 or 32 vectors a lane in flight by size (src/accel/cuda/copy_kernel.cu): 2048 and
+ * 2064, 8192 and 8208 are the last and first sizes of a width. */
+static const size_t burst_sz[] = {1,    8,    16,   17,   200,   256,   2048,  2064,
+                                  4095, 4096, 8192, 8208, 16384, 32767, 32768, 32784};
 static const size_t burst_send_off[] = {0, 16, 3}, burst_recv_off[] = {0, 16, 5};
 /* BURST_NS prime to BURST_NO: every size leaves from every offset. */
 enum { BURST_NS = sizeof burst_sz / sizeof burst_sz[0], BURST_NO = 3, BURST_SLOT = 32 * 1024 + 64 };
