@@ -131,3 +131,47 @@ TEST(HostRecvTable, DetachedRecordsLeaveTheIndexButNotTheTable) {
     EXPECT_FALSE(t.any_detached());
     EXPECT_TRUE(t.empty());
 }
+
+// InPlaceRanges: the user buffers with an in-place receive pending. A receive whose bytes
+// overlap one lands in a bounce buffer instead (two envelopes must not land in the same
+// bytes before either is read).
+TEST(InPlaceRanges, OverlapIsAnyCommonByteAndTouchingIsNone) {
+    InPlaceRanges r;
+    EXPECT_FALSE(r.overlaps(0, 1000)) << "none pending";
+    const auto a = r.add(1000, 2000);
+    EXPECT_TRUE(r.overlaps(1999, 2001));
+    EXPECT_TRUE(r.overlaps(500, 1001));
+    EXPECT_TRUE(r.overlaps(1200, 1300)) << "inside";
+    EXPECT_TRUE(r.overlaps(0, 5000)) << "around";
+    EXPECT_FALSE(r.overlaps(2000, 2100)) << "the range ends before 2000";
+    EXPECT_FALSE(r.overlaps(900, 1000));
+    r.remove(a);
+    EXPECT_FALSE(r.overlaps(1200, 1300)) << "removed";
+}
+
+// The hull of two disjoint ranges covers the gap between them: a receive there is tested
+// against each range, and does not overlap.
+TEST(InPlaceRanges, AGapInsideTheHullIsFree) {
+    InPlaceRanges r;
+    const auto a = r.add(1000, 2000);
+    const auto b = r.add(3000, 4000);
+    EXPECT_FALSE(r.overlaps(2000, 3000));
+    EXPECT_TRUE(r.overlaps(2500, 3001));
+    r.remove(b);
+    EXPECT_FALSE(r.overlaps(3000, 4000)) << "b's bytes are free once b is removed, though the hull still holds them";
+    EXPECT_TRUE(r.overlaps(1500, 1600));
+    r.remove(a);
+    EXPECT_FALSE(r.overlaps(0, UINTPTR_MAX)) << "no range left";
+}
+
+TEST(InPlaceRanges, TokensAreReusedAndZeroMeansNone) {
+    InPlaceRanges r;
+    const auto a = r.add(0x1000, 0x2000);
+    EXPECT_NE(a, 0u);
+    r.remove(a);
+    r.remove(0);  // a receive that was not in place
+    const auto b = r.add(0x5000, 0x6000);
+    EXPECT_EQ(b, a) << "a freed token is taken again";
+    EXPECT_TRUE(r.overlaps(0x5fff, 0x7000));
+    EXPECT_FALSE(r.overlaps(0x1000, 0x2000));
+}
