@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 
+#include "accel/known_host.h"
+
 namespace mpiacc {
 
 enum class BufKind : int { HOST = 1, CUDA = 2, OPENCL = 3 };
@@ -181,6 +183,9 @@ public:
     // Pointer autodetection (CUDA-aware convention). True when `addr` is device memory
     // of this kind; fills *device_ordinal. Kinds that cannot detect return false.
     virtual bool owns_pointer(const void * /*addr*/, int * /*device_ordinal*/) { return false; }
+    // The host memory owns_pointer has already answered false for, as a view that stays
+    // valid while this accelerator exists; kinds that cannot detect know none.
+    virtual KnownHostGranules known_host_memory() const { return {}; }
     // Receiver side of the IPC pull: map a peer's exported region of `bytes` bytes on
     // `device` (the receive buffer's; -1: the calling thread's current one), mappings
     // cached per allocation, device and buffer id, and return it as a source whose

@@ -132,7 +132,10 @@ int initialize_context(int provided_thread_level) {
     if (ctx.knobs.cuda_autodetect && accel_built(BufKind::CUDA)) {
         Accel *cuda = accel_for(BufKind::CUDA);
         ctx.cuda_autodetect_active = cuda && cuda->available();
-        if (ctx.cuda_autodetect_active) ctx.cuda_accel = cuda;
+        if (ctx.cuda_autodetect_active) {
+            ctx.cuda_accel = cuda;
+            ctx.known_host = cuda->known_host_memory();
+        }
     }
     if (ctx.world_rank == 0)
         for (const std::string &e : ctx.knob_errors) std::fprintf(stderr, "MPI-ACC warning: %s\n", e.c_str());
@@ -194,6 +197,7 @@ void finalize_context() {
     ctx.initialized = false;
     ctx.cuda_autodetect_active = false;
     ctx.cuda_accel = nullptr;
+    ctx.known_host = KnownHostGranules{};
 }
 
 namespace {

@@ -107,6 +107,9 @@ public:
     std::uint64_t next_transfer_id = 1;
     bool cuda_autodetect_active = false;  // knob on and a CUDA device usable
     Accel *cuda_accel = nullptr;          // set with cuda_autodetect_active
+    // With cuda_autodetect_active: host memory cuda_accel has ruled out, read inline by
+    // the bindings' first test (buffer_desc.h). Empty otherwise.
+    KnownHostGranules known_host;
 
     // Datatypes carrying at least one MPI-ACC attribute, with how many. While empty,
     // every call with an untagged type skips attribute lookups altogether. Once read,

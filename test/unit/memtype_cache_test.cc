@@ -334,6 +334,54 @@ TEST(MemtypeCache, forget_drops_ranges_and_granules) {
     EXPECT_EQ(drv.queries, 5);
 }
 
+// The view the bindings read inline (known_host.h) must say "host" only for what the
+// cache itself would answer from its granule table: never a device address, never a
+// granule dropped by forget or clear, and for a copy of the view taken before them too.
+TEST(MemtypeCache, known_host_view_holds_exactly_the_host_granules_the_cache_answers_from) {
+    FakeDriver drv;
+    drv.alloc(kDevBase, 2 << 20, 0);
+    MemtypeCache cache(drv.query());
+    const KnownHostGranules view = cache.known_host();  // a copy, as the Context keeps
+    EXPECT_FALSE(view.contains(at(kHostA)));            // not asked yet
+    PointerInfo info;
+    EXPECT_FALSE(cache.is_cuda(at(kHostA), &info));
+    EXPECT_TRUE(cache.is_cuda(at(kDevBase), &info));
+    EXPECT_TRUE(view.contains(at(kHostA)));
+    EXPECT_TRUE(view.contains(at(kHostA + kGranule - 1)));
+    EXPECT_FALSE(view.contains(at(kHostA + kGranule)));  // the next granule was never asked
+    EXPECT_FALSE(view.contains(at(kDevBase)));
+    cache.forget(at(kHostA + 8), 1);
+    EXPECT_FALSE(view.contains(at(kHostA)));
+    EXPECT_FALSE(cache.is_cuda(at(kHostA), &info));
+    EXPECT_TRUE(view.contains(at(kHostA)));
+    cache.clear();
+    EXPECT_FALSE(view.contains(at(kHostA)));
+    EXPECT_EQ(drv.queries, 3);
+}
+
+// Learning a device range drops host granules it covers from the view as well: a host
+// granule the driver later maps device memory into must not read as host.
+TEST(MemtypeCache, known_host_view_loses_a_granule_a_device_range_covers) {
+    FakeDriver drv;
+    MemtypeCache cache(drv.query());
+    const KnownHostGranules view = cache.known_host();
+    PointerInfo info;
+    EXPECT_FALSE(cache.is_cuda(at(kDevBase + kGranule), &info));  // host for now
+    ASSERT_TRUE(view.contains(at(kDevBase + kGranule)));
+    drv.alloc(kDevBase, 2 << 20, 1);
+    std::string why;
+    ASSERT_TRUE(cache.resolve(at(kDevBase), &info, nullptr, &why)) << why;  // a capture learns the range
+    EXPECT_FALSE(view.contains(at(kDevBase + kGranule)));
+}
+
+// A default view (autodetection off, or no CUDA) knows nothing, the null pointer included.
+TEST(KnownHostGranules, empty_view_knows_nothing) {
+    const KnownHostGranules none;
+    EXPECT_FALSE(none.contains(nullptr));
+    EXPECT_FALSE(none.contains(at(kHostA)));
+    EXPECT_FALSE(none.contains(at(~std::uintptr_t{0})));
+}
+
 TEST(MemtypeCache, concurrent_lookups_agree) {
     FakeDriver drv;
     drv.alloc(kDevBase, 64 << 20, 3);

@@ -2165,6 +2165,8 @@ bool CudaAccel::owns_pointer(const void *addr, int *device_ordinal) {
     return true;
 }
 
+KnownHostGranules CudaAccel::known_host_memory() const { return state_->cache.known_host(); }
+
 int CudaAccel::ipc_import(const IpcExport &peer, std::size_t bytes, int device, std::unique_ptr<DeviceBuffer> *out,
                           std::string *why) {
     return state_->ipc_import(peer, bytes, device, out, why);

@@ -38,6 +38,7 @@ public:
     // The autodetection hot path: host memory seen before answers from a lock-free table
     // in a few nanoseconds. The caller checks knobs().cuda_autodetect.
     bool owns_pointer(const void *addr, int *device_ordinal) override;
+    KnownHostGranules known_host_memory() const override;
     int ipc_import(const IpcExport &peer, std::size_t bytes, int device, std::unique_ptr<DeviceBuffer> *out,
                    std::string *why) override;
     // The current device's primary context exists (asked of the driver until it does).

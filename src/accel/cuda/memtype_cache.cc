@@ -6,9 +6,7 @@ namespace mpiacc {
 
 namespace {
 
-// Slots probed per granule: short enough that a miss costs a few loads, long enough that
-// a handful of colliding hot buffers do not evict each other.
-constexpr std::size_t kProbe = 4;
+constexpr std::size_t kProbe = KnownHostGranules::kProbe;
 
 std::uintptr_t as_addr(const void *p) { return reinterpret_cast<std::uintptr_t>(p); }
 
@@ -24,28 +22,16 @@ MemtypeCache::MemtypeCache(PointerQuery query, std::size_t host_slots, std::size
     }
     host_slots_ = std::make_unique<std::atomic<std::uintptr_t>[]>(n);
     for (std::size_t i = 0; i < n; ++i) host_slots_[i].store(0, std::memory_order_relaxed);
-    host_mask_ = n - 1;
-    host_shift_ = 64 - bits;
-}
-
-std::size_t MemtypeCache::slot_of(std::uintptr_t granule) const {
-    // Fibonacci hashing: neighbouring granules (one large buffer, a stack) land far apart.
-    return static_cast<std::size_t>((static_cast<std::uint64_t>(granule) * 0x9E3779B97F4A7C15ull) >> host_shift_);
-}
-
-bool MemtypeCache::host_known(std::uintptr_t granule) const {
-    const std::uintptr_t key = granule + 1;
-    const std::size_t h = slot_of(granule);
-    for (std::size_t i = 0; i < kProbe; ++i)
-        if (host_slots_[(h + i) & host_mask_].load(std::memory_order_relaxed) == key) return true;
-    return false;
+    known_host_.slots = host_slots_.get();
+    known_host_.mask = n - 1;
+    known_host_.hash_shift = 64 - bits;
 }
 
 void MemtypeCache::remember_host(std::uintptr_t granule) {
     const std::uintptr_t key = granule + 1;
-    const std::size_t h = slot_of(granule);
+    const std::size_t h = known_host_.home(granule);
     for (std::size_t i = 0; i < kProbe; ++i) {
-        auto &slot = host_slots_[(h + i) & host_mask_];
+        auto &slot = host_slots_[(h + i) & known_host_.mask];
         std::uintptr_t v = slot.load(std::memory_order_relaxed);
         if (v == key) return;
         if (v == 0) {
@@ -54,22 +40,22 @@ void MemtypeCache::remember_host(std::uintptr_t granule) {
         }
     }
     // Window full: overwrite in turn, so a bounded table never refuses a new hot buffer.
-    host_slots_[(h + (next_victim_++ % kProbe)) & host_mask_].store(key, std::memory_order_relaxed);
+    host_slots_[(h + (next_victim_++ % kProbe)) & known_host_.mask].store(key, std::memory_order_relaxed);
 }
 
 void MemtypeCache::drop_host_granules(std::uintptr_t first, std::uintptr_t last) {
     const std::size_t count = last - first + 1;
-    if (count <= (host_mask_ + 1) / kProbe) {
+    if (count <= (known_host_.mask + 1) / kProbe) {
         for (std::uintptr_t g = first; g <= last; ++g) {
-            const std::size_t h = slot_of(g);
+            const std::size_t h = known_host_.home(g);
             for (std::size_t i = 0; i < kProbe; ++i) {
-                auto &slot = host_slots_[(h + i) & host_mask_];
+                auto &slot = host_slots_[(h + i) & known_host_.mask];
                 if (slot.load(std::memory_order_relaxed) == g + 1) slot.store(0, std::memory_order_relaxed);
             }
         }
         return;
     }
-    for (std::size_t i = 0; i <= host_mask_; ++i) {
+    for (std::size_t i = 0; i <= known_host_.mask; ++i) {
         std::uintptr_t v = host_slots_[i].load(std::memory_order_relaxed);
         if (v != 0 && v - 1 >= first && v - 1 <= last) host_slots_[i].store(0, std::memory_order_relaxed);
     }
@@ -118,7 +104,7 @@ bool MemtypeCache::query_and_remember(const void *addr, PointerInfo *info, std::
 
 bool MemtypeCache::is_cuda(const void *addr, PointerInfo *info) {
     const std::uintptr_t a = as_addr(addr);
-    if (host_known(a >> kGranuleShift)) return false;
+    if (known_host_.contains_granule(a >> kGranuleShift)) return false;
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = find_device(a);
     if (it != device_.end()) {
@@ -176,7 +162,7 @@ void MemtypeCache::forget(const void *addr, std::size_t len) {
 void MemtypeCache::clear() {
     std::lock_guard<std::mutex> lock(mutex_);
     device_.clear();
-    for (std::size_t i = 0; i <= host_mask_; ++i) host_slots_[i].store(0, std::memory_order_relaxed);
+    for (std::size_t i = 0; i <= known_host_.mask; ++i) host_slots_[i].store(0, std::memory_order_relaxed);
 }
 
 std::size_t MemtypeCache::device_ranges() const {

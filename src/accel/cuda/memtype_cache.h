@@ -18,6 +18,8 @@
 #include <mutex>
 #include <string>
 
+#include "accel/known_host.h"
+
 namespace mpiacc {
 
 enum class MemoryKind : std::uint8_t {
@@ -52,10 +54,7 @@ struct PointerQuery {
 
 class MemtypeCache {
 public:
-    // 64 KiB: host allocators and the CUDA driver never share a granule (the driver
-    // reserves device VA in 2 MiB-aligned chunks), and one granule covers a typical
-    // small-message buffer and its neighbours.
-    static constexpr unsigned kGranuleShift = 16;
+    static constexpr unsigned kGranuleShift = KnownHostGranules::kGranuleShift;
     static constexpr std::size_t kDefaultHostSlots = 4096;     // 256 MiB of host VA covered
     static constexpr std::size_t kDefaultDeviceRanges = 4096;  // live device allocations
 
@@ -87,18 +86,19 @@ public:
     std::uint64_t queries() const { return queries_.load(std::memory_order_relaxed); }
     std::uint64_t device_hits() const { return device_hits_.load(std::memory_order_relaxed); }
     std::size_t device_ranges() const;
-    std::size_t host_slots() const { return host_mask_ + 1; }
+    std::size_t host_slots() const { return known_host_.mask + 1; }
+
+    // The host granule table as a lock-free view, valid as long as this cache: it is what
+    // is_cuda() reads first, and what the bindings read inline (known_host.h).
+    const KnownHostGranules &known_host() const { return known_host_; }
 
 private:
-    // Lock-free probe of the host granule table.
-    bool host_known(std::uintptr_t granule) const;
     // The following need mutex_ held.
     bool query_and_remember(const void *addr, PointerInfo *info, std::string *why, bool remember_host_answer);
     void remember_host(std::uintptr_t granule);
     void remember_device(const PointerInfo &info);
     void drop_host_granules(std::uintptr_t first, std::uintptr_t last);
     std::map<std::uintptr_t, PointerInfo>::iterator find_device(std::uintptr_t addr);
-    std::size_t slot_of(std::uintptr_t granule) const;
 
     PointerQuery query_;
     std::size_t max_device_ranges_;
@@ -115,8 +115,7 @@ private:
     // grows into; a buffer tagged MPIX_ACC_BUF_CUDA never consults this table, and any
     // capture of a device range there drops the overlapping granules.
     std::unique_ptr<std::atomic<std::uintptr_t>[]> host_slots_;
-    std::size_t host_mask_ = 0;
-    unsigned host_shift_ = 0;
+    KnownHostGranules known_host_;  // reads host_slots_
     std::size_t next_victim_ = 0;
 
     // Known device allocations by base address; ranges never overlap (a new one evicts
