@@ -19,7 +19,8 @@
  * the flag of a test or probe, or 1 when a cudaEventQuery/cudaStreamQuery found the work
  * done, or for "involuntary_ctxsw" how often the thread was switched out in that call.
  * TIMELINE_SWITCHES=1 also prints each rank's count of those for the whole run at
- * MPI_Finalize. The shim adds about 50 ns to each call it wraps.
+ * MPI_Finalize, and TIMELINE_THREADS=1 each thread's time on a CPU and involuntary switches.
+ * The shim adds about 50 ns to each call it wraps.
  *
  * TIMELINE_SLOW_US=T keeps, of every top-level call after the warm-up, only those that took
  * at least T us (TIMELINE_CALLS is then ignored): for stalls that come once in thousands of
@@ -32,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -135,9 +138,24 @@ static long involuntary_switches(void) {
     return getrusage(RUSAGE_THREAD, &r) == 0 ? r.ru_nivcsw : 0;
 }
 
+/* Threads of this process now (from /proc/self/status; 0 when unreadable): whether a
+ * thread of our own (CUDA's, MPICH's, a progress thread) was there to take the CPU. */
+static int process_threads(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %d", &n) == 1) break;
+    fclose(f);
+    return n;
+}
+
 /* The top-level calls: each gets a sequence number and a record of its own, and a
  * recorded one in which the thread was switched out involuntarily gets an
- * "involuntary_ctxsw" record too (aux: how many times). */
+ * "involuntary_ctxsw" record too (aux: how many times). One that ended on another CPU than
+ * it started on gets "cpu_from" and "cpu_to" records (aux: the CPUs), and with
+ * TIMELINE_SLOW_US a kept call gets "process_threads" (aux: how many). */
 #define TOP(name, params, args)                                              \
     int name params {                                                        \
         static int(*real) params;                                            \
@@ -146,6 +164,7 @@ static long involuntary_switches(void) {
         if (enabled < 0) enabled = top_enabled(#name);                       \
         if (!enabled || depth > 0) return real args;                         \
         const long sw0_ = recording() ? involuntary_switches() : 0;          \
+        const int cpu0_ = recording() ? sched_getcpu() : -1;                 \
         const int mark_ = nrecords;                                          \
         double t0_ = now_us();                                               \
         depth++;                                                             \
@@ -154,13 +173,20 @@ static long involuntary_switches(void) {
         if (recording()) {                                                   \
             const long sw_ = involuntary_switches() - sw0_;                  \
             if (sw_ > 0) add("involuntary_ctxsw", t0_, t1_ - t0_, (int)sw_); \
+            const int cpu1_ = sched_getcpu();                                \
+            if (cpu1_ != cpu0_) {                                            \
+                add("cpu_from", t0_, 0, cpu0_);                              \
+                add("cpu_to", t1_, 0, cpu1_);                                \
+            }                                                                \
         }                                                                    \
         add(#name, t0_, t1_ - t0_, -1);                                      \
         if (slow_us >= 0 && recording()) {                                   \
             if (t1_ - t0_ < slow_us)                                         \
                 nrecords = mark_; /* fast: its records go */                 \
-            else                                                             \
+            else {                                                           \
                 slow_kept++;                                                 \
+                add("process_threads", t1_, 0, process_threads());           \
+            }                                                                \
         }                                                                    \
         if (--depth == 0) seq++;                                             \
         return rv_;                                                          \
@@ -174,6 +200,53 @@ TOP(MPI_Isend, (const void *b, int c, MPI_Datatype t, int d, int tag, MPI_Comm c
 TOP(MPI_Irecv, (void *b, int c, MPI_Datatype t, int s, int tag, MPI_Comm comm, MPI_Request *r),
     (b, c, t, s, tag, comm, r))
 TOP(MPI_Waitall, (int n, MPI_Request *r, MPI_Status *st), (n, r, st))
+
+/* TIMELINE_THREADS=1: at MPI_Finalize, each thread of the process with its name, time on
+ * a CPU, involuntary switches and last CPU, to tell whether one of our own threads (the
+ * CUDA driver's, MPICH's) ran enough to take a rank's CPU from it. */
+static void print_threads(int rank) {
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    if (!d) return;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char path[512], comm[64] = "?", line[256];
+        unsigned long long run_ns = 0;
+        long nvcsw = -1;
+        int cpu = -1;
+        FILE *f;
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        if ((f = fopen(path, "r"))) {
+            if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = '\0';
+            fclose(f);
+        }
+        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+        if ((f = fopen(path, "r"))) {
+            if (fscanf(f, "%llu", &run_ns) != 1) run_ns = 0;
+            fclose(f);
+        }
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+        if ((f = fopen(path, "r"))) {
+            while (fgets(line, sizeof line, f))
+                if (sscanf(line, "nonvoluntary_ctxt_switches: %ld", &nvcsw) == 1) break;
+            fclose(f);
+        }
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+        if ((f = fopen(path, "r"))) {
+            /* Field 39 is the CPU last run on; the name (field 2) may hold spaces, so count
+             * from its closing parenthesis. */
+            if (fgets(line, sizeof line, f)) {
+                const char *p = strrchr(line, ')');
+                for (int field = 2; p && field < 39; field++) p = strchr(p + 1, ' ');
+                if (p) cpu = atoi(p + 1);
+            }
+            fclose(f);
+        }
+        fprintf(stderr, "[p2p-timeline] rank %d thread %s (%s): %.1f ms on a CPU, %ld involuntary switches, last on CPU %d\n",
+                rank, e->d_name, comm, run_ns / 1e6, nvcsw, cpu);
+    }
+    closedir(d);
+}
 
 int MPI_Finalize(void) {
     static int (*real)(void);
@@ -209,5 +282,6 @@ int MPI_Finalize(void) {
     if (getenv("TIMELINE_SWITCHES"))
         fprintf(stderr, "[p2p-timeline] rank %d: main thread switched out involuntarily %ld times in the run\n", rank,
                 involuntary_switches());
+    if (getenv("TIMELINE_THREADS")) print_threads(rank);
     return real();
 }

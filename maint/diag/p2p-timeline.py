@@ -123,14 +123,37 @@ def timeline(send_calls, recv_calls, label):
         print(f"    {side} {e[0] - t0:8.2f} +{e[1]:6.2f}  {e[2]}{'' if e[3] == 0 else f' -> {e[3]}'}")
 
 
+POLLS = {"PMPI_Improbe", "PMPI_Iprobe", "PMPI_Test", "PMPI_Testsome", "PMPI_Request_get_status", "cudaEventQuery",
+         "cudaStreamQuery"}
+
+
 def each(rank, calls):
     for seq, c in calls.items():
         t0 = c["start"]
         wrapped = sum(e[1] for e in c["events"] if e[2] != "involuntary_ctxsw")
         print(f"\nrank {rank} call {seq} {c['name']}: {c['end'] - t0:.1f} us, "
               f"{c['end'] - t0 - wrapped:.1f} outside wrapped calls")
-        for start, dur, name, aux in c["events"]:
+        # A run of polling calls (thousands long in a stalled call) prints as one line:
+        # its first start, the time inside them, how many of each, and how many said yes.
+        run = []
+
+        def flush():
+            if not run:
+                return
+            counts = collections.Counter(e[2] for e in run)
+            what = ", ".join(f"{n} {k}" for k, n in counts.items())
+            yes = sum(1 for e in run if e[3] > 0)
+            print(f"    {run[0][0] - t0:10.2f} +{sum(e[1] for e in run):9.2f}  polling: {what}; {yes} found something")
+            run.clear()
+
+        for ev in c["events"]:
+            start, dur, name, aux = ev
+            if name in POLLS:
+                run.append(ev)
+                continue
+            flush()
             print(f"    {start - t0:10.2f} +{dur:9.2f}  {name}{'' if aux == 0 else f' -> {aux}'}")
+        flush()
 
 
 def main():
