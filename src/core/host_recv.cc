@@ -58,7 +58,7 @@ void HostRecvTable::release(HostRecv *rec) {
     rec->detached = false;
     rec->handle = MPI_REQUEST_NULL;
     if (!rec->builtin) rec->derived_type = TypeRef();
-    if (rec->large.data()) rec->large = BounceBuffer();
+    if (rec->lands == HostRecv::Landing::LARGE) rec->large = BounceBuffer();
     free_.push_back(rec);
 }
 
@@ -156,7 +156,7 @@ bool take_matched(HostRecv *rec, MPI_Status st) {
             format("message of %zu bytes is longer than the receive buffer (%zu bytes)", len, rec->bytes));
     // MPICH's own status is already exact for a payload that fit.
     if (err != MPI_SUCCESS || n != len) set_status(&st, st.MPI_SOURCE, st.MPI_TAG, n, err, false);
-    if (!rec->in_place && n > 0) {
+    if (!rec->in_place() && n > 0) {
         if (rec->builtin)
             copy_bounced_payload(rec->buf, rec->landing(), n);
         else
@@ -176,7 +176,7 @@ std::unique_ptr<RecvOp> envelope_op(HostRecv *rec, const MPI_Status &st, MPI_Req
     make_message_buffer(rec->buf, rec->count, rec->datatype, BufferAttrs{}, &mb, &why);
     const char *envelope = rec->landing();
     alignas(16) char copy[kEnvelopeBytes];
-    if (rec->in_place) {
+    if (rec->in_place()) {
         // The envelope read, the user's first bytes go back (InPlaceHead) before any data.
         std::memcpy(copy, rec->contiguous, kEnvelopeBytes);
         std::memcpy(rec->contiguous, rec->small, kEnvelopeBytes);
@@ -231,15 +231,21 @@ int post_host_recv(void *buf, int count, MPI_Datatype type, std::size_t bytes, i
     // Others land in a bounce buffer first: smaller ones because an envelope must fit,
     // non-contiguous ones because MPICH refuses a 200-byte envelope into a typemap whose
     // elements it does not fill ("message truncated" in 4.0.2).
-    rec->in_place = contiguous && bytes >= kEnvelopeBytes && !ctx.in_place_ranges.overlaps(lo, lo + bytes);
+    const bool in_place = contiguous && bytes >= kEnvelopeBytes && !ctx.in_place_ranges.overlaps(lo, lo + bytes);
     int rc;
-    if (rec->in_place) {
+    if (in_place) {
+        rec->lands = HostRecv::Landing::USER;
         // `small` lands nothing here: it keeps the buffer's first bytes (envelope_op).
         std::memcpy(rec->small, contiguous, kEnvelopeBytes);
         rc = PMPI_Irecv(buf, count, type, source, tag, comm, &rec->handle);
     } else {
         const std::size_t n = std::max(std::min(bytes, largest_payload(ctx.knobs)), kEnvelopeBytes);
-        if (n > kEnvelopeBytes) rec->large = BounceBuffer(n);
+        if (n > kEnvelopeBytes) {
+            rec->large = BounceBuffer(n);
+            rec->lands = HostRecv::Landing::LARGE;
+        } else {
+            rec->lands = HostRecv::Landing::SMALL;
+        }
         rc = PMPI_Irecv(rec->landing(), static_cast<int>(n), MPI_BYTE, source, tag, comm, &rec->handle);
     }
     if (rc != MPI_SUCCESS) {
@@ -247,7 +253,7 @@ int post_host_recv(void *buf, int count, MPI_Datatype type, std::size_t bytes, i
         PMPI_Comm_call_errhandler(comm, rc);
         return rc;
     }
-    if (rec->in_place) rec->range = ctx.in_place_ranges.add(lo, lo + bytes);
+    if (in_place) rec->range = ctx.in_place_ranges.add(lo, lo + bytes);
     rec->state = HostRecv::State::POSTED;
     rec->error = MPI_SUCCESS;
     rec->seen_epoch = ctx.host_recvs.epoch - 1;  // not tested by any sweep yet: polled
@@ -287,7 +293,7 @@ bool complete_host_recv_fast(HostRecv *rec, const MPI_Status &mpich_status, int 
     if (rec->state != HostRecv::State::POSTED || !rec->builtin || mpich_rc != MPI_SUCCESS || len == kEnvelopeBytes ||
         len > rec->bytes || status_cancelled(mpich_status))
         return false;
-    if (!rec->in_place) copy_bounced_payload(rec->buf, rec->landing(), len);
+    if (!rec->in_place()) copy_bounced_payload(rec->buf, rec->landing(), len);
     *status = mpich_status;
     Context &ctx = context();
     ctx.host_recvs.unindex(rec);

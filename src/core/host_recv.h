@@ -9,6 +9,7 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -45,16 +46,25 @@ private:
     std::uintptr_t min_lo_ = UINTPTR_MAX, max_hi_ = 0;
 };
 
-// One host MPI_Irecv, reused from a slab. The fields a post and a completion touch come
-// first, in one cache line: a window of receives walks that many records per round.
-struct HostRecv {
+// One host MPI_Irecv, reused from a slab. A small receive's post and completion touch its
+// first line and, for its bytes, the start of `small` right after: a window of receives
+// walks that many records per round, beside MPICH's own requests, and a record that
+// spread them over four lines (a BounceBuffer read before `small`) cost a window of 64 B
+// receives 5 ns a message (maint/diag/window-cost.c).
+struct alignas(64) HostRecv {
     enum class State : std::uint8_t {
         FREE,
         POSTED,     // MPICH's receive is pending, or completed but not yet looked at
         DELIVERED,  // a payload: in the user's buffer, status and error final
     };
+    // Where MPICH's receive lands.
+    enum class Landing : std::uint8_t {
+        SMALL,  // `small`: smaller than an envelope
+        LARGE,  // `large`: a bounce past an envelope's size
+        USER,   // in place: the user's buffer
+    };
     State state = State::FREE;
-    bool in_place = false;                  // MPICH receives straight into the user's buffer
+    Landing lands = Landing::SMALL;
     bool detached = false;                  // MPI_Request_free'd while posted: finished by progress alone
     bool builtin = false;                   // builtin datatype: copy-out is a memcpy
     MPI_Request handle = MPI_REQUEST_NULL;  // MPICH's request, handed to the user as is
@@ -68,14 +78,18 @@ struct HostRecv {
     MPI_Comm comm = MPI_COMM_NULL;
     int error = MPI_SUCCESS;  // DELIVERED
     const char *call = "";
-    MPI_Status status{};                     // DELIVERED
-    TypeRef derived_type;                    // keeps a derived type alive past the user's MPI_Type_free
-    BounceBuffer large;                      // landing area for bounced receives past an envelope's size
-    alignas(16) char small[kEnvelopeBytes];  // landing area for receives smaller than an envelope;
-                                             // in place: the user's first bytes (InPlaceHead)
+    // Landing area for receives smaller than an envelope; in place: the user's first
+    // bytes (InPlaceHead).
+    alignas(64) char small[kEnvelopeBytes];
+    // Past the hot lines: what a delivered record keeps, a derived type, a large bounce.
+    MPI_Status status{};   // DELIVERED
+    TypeRef derived_type;  // keeps a derived type alive past the user's MPI_Type_free
+    BounceBuffer large;    // landing area for bounced receives past an envelope's size
 
-    char *landing() { return in_place ? contiguous : large.data() ? large.data() : small; }
+    bool in_place() const { return lands == Landing::USER; }
+    char *landing() { return lands == Landing::USER ? contiguous : lands == Landing::LARGE ? large.data() : small; }
 };
+static_assert(offsetof(HostRecv, small) == 64, "a small receive's fields share one cache line");
 
 // The records: a slab (stable addresses) with a free list, and an index from MPICH
 // request handle to record (linear probing, backward-shift deletion) that progress also
