@@ -15,20 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "cost_timer.h"
 
 enum { ROUNDS = 400, WINDOWS = 40, MAX_BYTES = 4096, MAX_WINDOW = 256 };
-
-static double now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 typedef struct {
     int (*isend)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);

@@ -14,20 +14,9 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+#include "cost_timer.h"
 
 enum { ROUNDS = 400, CALLS = 2000, MAX_BYTES = 4096 };
-
-static double now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* One block of CALLS exchanges; the time of one, in ns. */
 static double block(int through_mpiacc, char *sbuf, char *rbuf, int bytes) {
