@@ -50,7 +50,7 @@ private:
 // first line and, for its bytes, the start of `small` right after: a window of receives
 // walks that many records per round, beside MPICH's own requests, and a record that
 // spread them over four lines (a BounceBuffer read before `small`) cost a window of 64 B
-// receives 5 ns a message (maint/diag/window-cost.c).
+// receives 3 ns a message (maint/diag/wrapper-cost.c, windows of 64).
 struct alignas(64) HostRecv {
     enum class State : std::uint8_t {
         FREE,
