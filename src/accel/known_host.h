@@ -1,10 +1,13 @@
 // Host memory that pointer autodetection has already ruled out, as a view the bindings
 // probe inline. The table belongs to the CUDA memory-kind cache (memtype_cache.h), which
 // writes it under its own lock; this view only reads, without one. The bindings keep a
-// copy in the Context so that MPI_Send and MPI_Recv with autodetection on answer "host"
-// without a call: through Accel::owns_pointer the answer took a virtual call, two more
-// calls and a PointerInfo. On two H100s (session 43, host_overhead, medians of 3 runs)
-// autodetection cost +7.0% of MPICH's 0.5 us 8-byte latency that way, +1.8% inline.
+// copy in the Context so that a host send or receive with autodetection on answers "host"
+// without asking the accelerator: through Accel::owns_pointer the answer took a virtual
+// call, two more calls and a PointerInfo. On two H100s (session 43, host_overhead,
+// medians of 3 runs) autodetection cost +7.0% of MPICH's 0.5 us 8-byte latency that way,
+// +1.8% with this view read inline (then also in the entry points themselves, which cost
+// every call, autodetection on or off, three saved registers; it is now read one tail
+// call later, in buffer_is_plain_host).
 #pragma once
 
 #include <atomic>

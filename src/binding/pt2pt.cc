@@ -371,15 +371,9 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
 
 // The commonest nonblocking receive (builtin type, host memory, no stashed envelope that
 // could match first): a record, no RecvOp, no look at anything else.
-inline bool plain_recv_shape(const Context &ctx, int count, MPI_Datatype type, int source) {
-    return ctx.initialized && source != MPI_PROC_NULL && is_builtin_type(type) && count >= 0 && ctx.stash.empty();
-}
 inline bool plain_host_irecv(const Context &ctx, const void *buf, int count, MPI_Datatype type, int source) {
-    return plain_recv_shape(ctx, count, type, source) && buffer_is_plain_host(ctx, buf);
-}
-// The same, answered without a call (memory not seen before reads false).
-inline bool known_plain_host_irecv(const Context &ctx, const void *buf, int count, MPI_Datatype type, int source) {
-    return plain_recv_shape(ctx, count, type, source) && buffer_known_plain_host(ctx, buf);
+    return ctx.initialized && source != MPI_PROC_NULL && is_builtin_type(type) && count >= 0 && ctx.stash.empty() &&
+           buffer_is_plain_host(ctx, buf);
 }
 
 int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, const char *call,
@@ -544,23 +538,16 @@ namespace {
 // The commonest send (builtin type, plain host memory, a payload size): straight to
 // MPICH from the entry point, whose frame is then a tail call; send_common's frame
 // (room for the device paths) cost 6% of MPICH's 8-byte latency.
-inline bool plain_send_shape(const Context &ctx, int count, MPI_Datatype type) {
-    return ctx.initialized && is_builtin_type(type) && count >= 0 &&
+inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_Datatype type) {
+    return ctx.initialized && is_builtin_type(type) && count >= 0 && buffer_is_plain_host(ctx, buf) &&
            plain_payload_size(ctx, static_cast<std::size_t>(count) * builtin_type_size(type));
 }
-inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_Datatype type) {
-    return plain_send_shape(ctx, count, type) && buffer_is_plain_host(ctx, buf);
-}
-// The same, answered without a call (memory not seen before reads false).
-inline bool known_plain_host_send(const Context &ctx, const void *buf, int count, MPI_Datatype type) {
-    return plain_send_shape(ctx, count, type) && buffer_known_plain_host(ctx, buf);
-}
 
-// The plain send and receive (builtin type, host memory autodetection is off for or has
-// seen before, nothing in flight or stashed) are tail calls from MPI_Send's and MPI_Recv's
-// entry points, which test for them first and call nothing else themselves: an entry
-// point that may make an ordinary call (the memory-kind lookup, send_common) saves
-// registers and builds its frame before its first test. With the inline copy of short payloads
+// The plain send and receive (builtin type, plain host memory, nothing in flight or
+// stashed, autodetection off) are tail calls from MPI_Send's and MPI_Recv's entry points,
+// which test for them first and call nothing else themselves: an entry point that may
+// make an ordinary call (the memory-kind lookup, send_common) saves registers and builds
+// its frame before its first test. With the inline copy of short payloads
 // (copy_bounced_payload), this took libmpiacc's share of MPICH's 8-byte host latency from
 // about 3% to 1.5% on the GPU machine (DESIGN.md 5 allows 3%). Everything else goes on,
 // again by a tail call, to the *_checked functions below.
@@ -605,9 +592,8 @@ inline int plain_recv(void *buf, int count, MPI_Datatype type, int source, int t
     return plain_recv_short(buf, count, type, source, tag, comm, status);
 }
 
-// The entry points' tests pass for host memory known as such; these ask the memory-kind
-// cache about the rest (a host pointer not seen before is still plain), then take the
-// general path.
+// The entry points' tests pass when autodetection is off; these repeat them with it
+// (a host pointer is still plain), then take the general path.
 [[gnu::noinline]] int send_checked(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
     if (plain_host_send(context(), buf, count, type) && !transfers_in_flight())
         return PMPI_Send(buf, count, type, dest, tag, comm);
@@ -633,7 +619,7 @@ extern "C" {
 
 int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
     const Context &ctx = context();
-    if (known_plain_host_send(ctx, buf, count, type) && !transfers_in_flight())
+    if (!ctx.cuda_autodetect_active && plain_host_send(ctx, buf, count, type) && !transfers_in_flight())
         return PMPI_Send(buf, count, type, dest, tag, comm);
 #ifdef MPIACC_PROBES
     int rc = send_checked(buf, count, type, dest, tag, comm);
@@ -654,7 +640,8 @@ int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
 }
 int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
     const Context &ctx = context();
-    if (known_plain_host_send(ctx, buf, count, type)) return PMPI_Isend(buf, count, type, dest, tag, comm, req);
+    if (!ctx.cuda_autodetect_active && plain_host_send(ctx, buf, count, type))
+        return PMPI_Isend(buf, count, type, dest, tag, comm, req);
     return isend_checked(buf, count, type, dest, tag, comm, req);
 }
 int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
@@ -668,7 +655,7 @@ int MPI_Irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
 }
 int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status) {
     const Context &ctx = context();
-    if (known_plain_host_irecv(ctx, buf, count, type, source) && !transfers_in_flight())
+    if (!ctx.cuda_autodetect_active && plain_host_irecv(ctx, buf, count, type, source) && !transfers_in_flight())
         return plain_recv(buf, count, type, source, tag, comm, status);
 #ifdef MPIACC_PROBES
     int rc = recv_checked(buf, count, type, source, tag, comm, status);

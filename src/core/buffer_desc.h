@@ -26,19 +26,15 @@ inline bool only_host_buffers(const Context &ctx) {
     return ctx.tagged_type_count.load(std::memory_order_relaxed) == 0 && !ctx.cuda_autodetect_active;
 }
 
-// The common case, known without a call: no type carries attributes, and either
-// autodetection is off or `buf` lies in host memory it has seen before (a few loads: the
-// CUDA-aware convention's cost, DESIGN.md 5). False says only that it is not known yet.
-inline bool buffer_known_plain_host(const Context &ctx, const void *buf) {
-    if (ctx.tagged_type_count.load(std::memory_order_relaxed) != 0) return false;
-    return !ctx.cuda_autodetect_active || ctx.known_host.contains(buf);
-}
-
-// The same question answered: memory not seen before is looked up in the memory-kind
-// cache, and asked of the driver once.
+// The common case, inlined into every binding: no type carries attributes, and either
+// autodetection is off or `buf` is host memory. Memory autodetection has seen before is
+// read from the memory-kind cache's host table inline (known_host.h: a few loads, the
+// CUDA-aware convention's cost, DESIGN.md 5); the rest is asked of the cache, and of the
+// driver once. The entry points test `!cuda_autodetect_active` first, so with it off none
+// of this is compiled into their fast path.
 inline bool buffer_is_plain_host(const Context &ctx, const void *buf) {
-    if (buffer_known_plain_host(ctx, buf)) return true;
     if (ctx.tagged_type_count.load(std::memory_order_relaxed) != 0) return false;
+    if (!ctx.cuda_autodetect_active || ctx.known_host.contains(buf)) return true;
     int ordinal;
     return !ctx.cuda_accel->owns_pointer(buf, &ordinal);
 }
