@@ -267,7 +267,7 @@ void SendOp::start_data() {
         return;
     } else {
         MPIACC_COUNT("protocol.send.pipeline");
-        stage_host_chunks_ = source_.kind == BufKind::HOST && ctx.knobs.host_chunk_staging && same_node(peer_);
+        stage_host_chunks_ = source_.kind == BufKind::HOST && ctx.knobs.host_chunk_staging != 0 && same_node(peer_);
     }
     if (source_.kind == BufKind::HOST && !source_.contiguous_host()) {
         source_.packed.resize(source_.bytes);
@@ -395,11 +395,11 @@ void *SendOp::acquire_slot(PinnedPool *pool) {
 }
 
 // A huge-page slot for host chunk `c` of a pipeline transfer, or null: it goes from the
-// user's buffer. Never waited for, since the chunk can always go as it is. The first chunk
-// goes as it is while no other send of ours is in flight: the receiver reads it while the
-// next one is copied, so a lone message pays no copy of its own.
+// user's buffer (host_chunk_staged says which chunks are copied). Never waited for, since
+// the chunk can always go as it is.
 void *SendOp::host_chunk_slot(const ChunkState &c) {
-    if (!stage_host_chunks_ || (c.index == 0 && context().senders.size() <= 1)) return nullptr;
+    if (!stage_host_chunks_ || !host_chunk_staged(context().knobs, c.index, c.len, context().senders.size()))
+        return nullptr;
     PinnedPool *pool = host_chunk_pool();
     return c.len <= pool->slot_size() ? pool->acquire() : nullptr;
 }

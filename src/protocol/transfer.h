@@ -444,6 +444,17 @@ void poll_control_messages();
 // MPI_Finalize: takes what is left for transfers that are gone.
 void drain_control_messages();
 
+// MPIACC_HOST_CHUNK_STAGING: whether chunk `index`, `len` bytes of a host buffer that a
+// pipeline sends through MPICH to a receiver on this node, is first copied into a
+// huge-page slot, with `sends_in_flight` sends of this rank open (this one included).
+// MPICH's single copy between the ranks reads 2 MiB pages faster than 4 KiB ones, which
+// pays for the copy from about 1 MiB a chunk. A lone send's first chunk goes as it is:
+// the receiver reads it while the next one is copied, so a lone message pays no copy.
+inline bool host_chunk_staged(const Knobs &k, std::size_t index, std::size_t len, std::size_t sends_in_flight) {
+    if (k.host_chunk_staging == 0 || len < k.host_chunk_staging) return false;
+    return index != 0 || sends_in_flight > 1;
+}
+
 // MPIACC_HOST_RNDV_HINT_MIN. Host payloads under the rendezvous threshold go eagerly, and
 // a device receive takes each into a bounce buffer of its own: a window of 32 receives of
 // 1 MiB lands in 32 MiB that MPICH writes cold (5.1 GB/s on two H200s), where RTS/CTS

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# maint/diag/knob-ab.sh OUTDIR: one build of MPI-ACC under several knob settings, in
+# interleaved rounds, with the hand anchors (staging by hand, the 256 KiB hand pipeline)
+# measured in the same process as each setting. The GPU machines differ from one call
+# to the next by more than most knobs move a benchmark, so settings are only compared
+# within a call, and round by round.
+# Run through maint/gpu-check (which builds the tree and exports MPIEXEC):
+#   KNOB_VARIANTS='default|MPIACC_HOST_CHUNK_STAGING=0|MPIACC_PIPELINE_TRANSFERS=4' \
+#     GPU_CHECK_SCRIPT=maint/diag/knob-ab.sh bash maint/gpu-check
+# KNOB_VARIANTS: settings separated by '|'; each is `default` or VAR=VALUE words that go
+#   to env(1) (several words set several knobs at once).
+# KNOB_SIZES (default 262144,524288,1048576,2097152,4194304), KNOB_DIRS (H->D),
+# KNOB_ROUNDS (3), KNOB_ENV (words for every setting, default MPIACC_IPC=0: the pipeline),
+# KNOB_BENCH (bench/pt2pt).
+# Prints each round's rows as `label config,direction,size,lat_us,bw_GBs`, then for each
+# setting and size the median over rounds of MPI-ACC's bandwidth over the best hand
+# anchor of the same process (above 1: MPI-ACC is ahead).
+set -uo pipefail
+# shellcheck disable=SC2034 # diag-log.sh writes under it
+out=${1:?OUTDIR}
+source "$(dirname "$0")/diag-log.sh"
+diag_log knob-ab "KNOB_VARIANTS='${KNOB_VARIANTS:-default}' KNOB_ENV='${KNOB_ENV-MPIACC_IPC=0}'"
+sizes=${KNOB_SIZES:-262144,524288,1048576,2097152,4194304}
+dirs=${KNOB_DIRS:-H->D}
+bench=${KNOB_BENCH:-bench/pt2pt}
+rows=$(mktemp)
+IFS='|' read -r -a variants <<<"${KNOB_VARIANTS:-default}"
+for round in $(seq 1 "${KNOB_ROUNDS:-3}"); do
+  for v in "${variants[@]}"; do
+    settings=${v//default/}
+    echo "== round $round: ${v}"
+    # shellcheck disable=SC2086 # settings and KNOB_ENV are lists of words for env(1)
+    env ${KNOB_ENV-MPIACC_IPC=0} $settings timeout 150 $MPIEXEC -n 2 "$bench" --watchdog 20 --rounds 1 \
+      --sizes "$sizes" --dirs "$dirs" --configs mpiacc,staged,pipeline --csv /dev/stdout 2>&1 |
+      grep -v '^#' | awk -F, -v label="$v" -v round="$round" 'NF == 5 && $1 != "config" { print label "\t" round "\t" $0 }' | tee -a "$rows"
+  done
+done
+echo "== MPI-ACC bandwidth / best hand anchor of the same run, median over rounds (min-max)"
+python3 - "$rows" <<'EOF'
+import sys, statistics
+from collections import defaultdict
+runs = defaultdict(lambda: defaultdict(dict))  # (label, dir, size) -> round -> config -> bw
+for line in open(sys.argv[1]):
+    label, rnd, row = line.rstrip("\n").split("\t")
+    config, direction, size, _, bw = row.split(",")
+    config = "mpiacc" if config.startswith("mpiacc") else config  # -noipc and other labels
+    runs[(label, direction, int(size))][rnd][config] = float(bw)
+for key in sorted(runs, key=lambda k: (k[1], k[2], k[0])):
+    ratios = [r["mpiacc"] / max(r.get("staged", 0), r.get("pipeline", 0))
+              for r in runs[key].values() if "mpiacc" in r and max(r.get("staged", 0), r.get("pipeline", 0)) > 0]
+    if ratios:
+        print(f"{key[1]:5} {key[2]:>9} {key[0]:45} {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) n={len(ratios)}")
+EOF
+rm -f "$rows"
