@@ -11,10 +11,11 @@
 #   to env(1) (several words set several knobs at once).
 # KNOB_SIZES (default 262144,524288,1048576,2097152,4194304), KNOB_DIRS (H->D),
 # KNOB_ROUNDS (3), KNOB_ENV (words for every setting, default MPIACC_IPC=0: the pipeline),
-# KNOB_BENCH (bench/pt2pt).
-# Prints each round's rows as `label config,direction,size,lat_us,bw_GBs`, then for each
-# setting and size the median over rounds of MPI-ACC's bandwidth over the best hand
-# anchor of the same process (above 1: MPI-ACC is ahead).
+# KNOB_BENCH (bench/pt2pt), KNOB_CONFIGS (mpiacc,staged,pipeline; add mpich-host for
+# MPICH host-to-host, the bar issue 4 sets the pipeline from 4 MiB).
+# Prints each round's rows as `label round config,direction,size,lat_us,bw_GBs`, then for
+# each setting and size the median over rounds of MPI-ACC's bandwidth over the best hand
+# anchor of the same process (above 1: MPI-ACC is ahead), and over MPICH's where measured.
 set -uo pipefail
 # shellcheck disable=SC2034 # diag-log.sh writes under it
 out=${1:?OUTDIR}
@@ -31,7 +32,7 @@ for round in $(seq 1 "${KNOB_ROUNDS:-3}"); do
     echo "== round $round: ${v}"
     # shellcheck disable=SC2086 # settings and KNOB_ENV are lists of words for env(1)
     env ${KNOB_ENV-MPIACC_IPC=0} $settings timeout 150 $MPIEXEC -n 2 "$bench" --watchdog 20 --rounds 1 \
-      --sizes "$sizes" --dirs "$dirs" --configs mpiacc,staged,pipeline --csv /dev/stdout 2>&1 |
+      --sizes "$sizes" --dirs "$dirs" --configs "${KNOB_CONFIGS:-mpiacc,staged,pipeline}" --csv /dev/stdout 2>&1 |
       grep -v '^#' | awk -F, -v label="$v" -v round="$round" 'NF == 5 && $1 != "config" { print label "\t" round "\t" $0 }' | tee -a "$rows"
   done
 done
@@ -46,9 +47,22 @@ for line in open(sys.argv[1]):
     config = "mpiacc" if config.startswith("mpiacc") else config  # -noipc and other labels
     runs[(label, direction, int(size))][rnd][config] = float(bw)
 for key in sorted(runs, key=lambda k: (k[1], k[2], k[0])):
-    ratios = [r["mpiacc"] / max(r.get("staged", 0), r.get("pipeline", 0))
-              for r in runs[key].values() if "mpiacc" in r and max(r.get("staged", 0), r.get("pipeline", 0)) > 0]
+    if key[1] == "H->H":
+        continue  # MPICH's rows: the second ratio of each direction's line
+    mpich = runs.get((key[0], "H->H", key[2]), {})
+    ratios, host = [], []
+    for rnd, r in runs[key].items():
+        hand = max(r.get("staged", 0), r.get("pipeline", 0))
+        if "mpiacc" in r and hand > 0:
+            ratios.append(r["mpiacc"] / hand)
+        if "mpiacc" in r and mpich.get(rnd, {}).get("mpich-host", 0) > 0:
+            host.append(r["mpiacc"] / mpich[rnd]["mpich-host"])
+    line = f"{key[1]:5} {key[2]:>9} {key[0]:45}"
     if ratios:
-        print(f"{key[1]:5} {key[2]:>9} {key[0]:45} {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) n={len(ratios)}")
+        line += f" {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) n={len(ratios)}"
+    if host:
+        line += f"  / mpich-host {statistics.median(host):.2f} ({min(host):.2f}-{max(host):.2f})"
+    if ratios or host:
+        print(line)
 EOF
 rm -f "$rows"
