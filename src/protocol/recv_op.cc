@@ -676,18 +676,15 @@ void RecvOp::tell_sender_done(std::uint16_t status) {
 // them), and 4-16 MiB windows ran at 0.6 of two at a time with eight (IPC off, two H200s),
 // while three kept the receiver's copy busy behind a sender that stages its host chunks;
 // windows of single-chunk transfers, two at a time, ran 20-60% slower at 64 KiB-1 MiB
-// than eight at a time. A single chunk does not pass a waiting transfer of several: a
-// steady run of small receives would otherwise keep the larger one from its CTS.
+// than eight at a time. MPIACC_PIPELINE_BYTES (off by default) bounds the bytes of those
+// chunks as well. pipeline_admits (transfer.h) decides.
 bool RecvOp::admit_pipeline() {
     if (admitted_share_ != 0) return true;
     Context &ctx = context();
-    const long per_transfer = std::max<long>(2, ctx.knobs.pipeline_depth);
     const bool several = nchunks_ > 1;
-    const long share = several ? per_transfer : 1;
+    const PipelineShare share = pipeline_share(ctx.knobs, nchunks_, chunk_size_, depth_, bytes_);
     Context::PipelineAdmission &from = ctx.pipeline_admission[peer_];
-    const bool bounded = ctx.knobs.pipeline_transfers > 0;
-    if (bounded &&
-        (from.chunks + share > ctx.knobs.pipeline_transfers * per_transfer || (!several && from.several_waiting > 0))) {
+    if (!pipeline_admits(ctx.knobs, from.chunks, from.bytes, from.several_waiting, share, several)) {
         if (!queued_) MPIACC_COUNT("protocol.pipeline.queued");
         queued_ = true;
         if (several && !waiting_counted_) {
@@ -700,8 +697,10 @@ bool RecvOp::admit_pipeline() {
         --from.several_waiting;
         waiting_counted_ = false;
     }
-    from.chunks += share;
-    admitted_share_ = share;
+    from.chunks += share.chunks;
+    from.bytes += share.bytes;
+    admitted_share_ = share.chunks;
+    admitted_bytes_ = share.bytes;
     return true;
 }
 
@@ -719,8 +718,10 @@ void RecvOp::leave_pipeline() {
     if (admitted_share_ == 0 && !waiting_counted_) return;
     Context::PipelineAdmission &from = context().pipeline_admission[peer_];
     from.chunks -= admitted_share_;
+    from.bytes -= admitted_bytes_;
     if (waiting_counted_) --from.several_waiting;
     admitted_share_ = 0;
+    admitted_bytes_ = 0;
     waiting_counted_ = false;
 }
 

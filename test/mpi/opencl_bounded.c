@@ -113,15 +113,19 @@ static void single_does_not_pass_waiting_several(ocl_env *e, int tag) {
 
 int main(int argc, char **argv) {
     /* Knobs are read at MPI_Init. The admission cases count against two transfers'
-     * budget (8 chunks), whatever the default. */
+     * budget (8 chunks) and 9 MiB of chunks in flight, whatever the defaults: eight
+     * one-chunk receives of 1 MiB fit both, eight of 2 MiB only the first. */
     setenv("MPIACC_POOL_SIZE", "16M", 1);
     setenv("MPIACC_PIPELINE_TRANSFERS", "2", 1);
+    setenv("MPIACC_PIPELINE_BYTES", "9M", 1);
+    setenv("MPIACC_CHUNK_SIZE", "2M", 1);
     MT_INIT(&argc, &argv);
     const char *names[] = {"thousand_concurrent_1mib_isends_through_16mib_pool_complete",
                            "window_of_eight_two_chunk_pipeline_receives_queues_and_all_arrive",
                            "window_of_eight_one_chunk_pipeline_receives_runs_at_once_and_all_arrive",
-                           "one_chunk_receive_waits_behind_a_waiting_two_chunk_one"};
-    ocl_env e = ocl_setup_or_skip(names, 4);
+                           "one_chunk_receive_waits_behind_a_waiting_two_chunk_one",
+                           "window_of_eight_one_chunk_2mib_receives_queues_by_bytes_and_all_arrive"};
+    ocl_env e = ocl_setup_or_skip(names, 5);
     MT_CASE(names[0]) {
         enum { N = 1000 };
         const size_t n = 1 << 20;
@@ -162,6 +166,9 @@ int main(int argc, char **argv) {
     MT_CASE(names[1]) admission_window(&e, 5100, (2 << 20) + 3, 1);
     MT_CASE(names[2]) admission_window(&e, 5200, (1 << 20) + 3, 0);
     MT_CASE(names[3]) single_does_not_pass_waiting_several(&e, 5300);
+    /* Eight one-chunk transfers are within the chunk budget, but four of 2 MiB fill the
+     * byte budget (MPIACC_PIPELINE_BYTES): the fifth waits. */
+    MT_CASE(names[4]) admission_window(&e, 5400, (size_t)2 << 20, 1);
     ocl_teardown(&e);
     return mt_finalize();
 }

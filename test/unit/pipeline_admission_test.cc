@@ -1,0 +1,85 @@
+// How a receiver admits pipeline transfers per sender (RecvOp::admit_pipeline): what each
+// transfer holds of the budget (pipeline_share), and whether one may start beside what
+// the others hold (pipeline_admits) under MPIACC_PIPELINE_TRANSFERS and
+// MPIACC_PIPELINE_BYTES.
+#include <gtest/gtest.h>
+
+#include "core/knobs.h"
+#include "protocol/transfer.h"
+
+using mpiacc::Knobs;
+using mpiacc::PipelineShare;
+
+namespace {
+
+constexpr std::size_t MiB = 1024 * 1024;
+
+Knobs budget(long transfers, std::size_t bytes) {
+    Knobs k;
+    k.pipeline_depth = 4;
+    k.pipeline_transfers = transfers;
+    k.pipeline_bytes = bytes;
+    return k;
+}
+
+}  // namespace
+
+TEST(PipelineShare, OneChunkHoldsOneChunkAndItsBytes) {
+    const PipelineShare s = mpiacc::pipeline_share(budget(3, 0), 1, 2 * MiB, 4, 2 * MiB);
+    EXPECT_EQ(s.chunks, 1);
+    EXPECT_EQ(s.bytes, 2 * MiB);
+    const PipelineShare short_one = mpiacc::pipeline_share(budget(3, 0), 1, 2 * MiB, 4, MiB + 3);
+    EXPECT_EQ(short_one.bytes, MiB + 3);
+}
+
+TEST(PipelineShare, SeveralChunksHoldTheDepthAndTheBytesInFlight) {
+    // 16 MiB in 2 MiB chunks, depth 4: 4 chunks, 8 MiB in flight at most.
+    const PipelineShare big = mpiacc::pipeline_share(budget(3, 0), 8, 2 * MiB, 4, 16 * MiB);
+    EXPECT_EQ(big.chunks, 4);
+    EXPECT_EQ(big.bytes, 8 * MiB);
+    // 4 MiB + 3 in three chunks: the share is still the depth's, the bytes all of it.
+    const PipelineShare three = mpiacc::pipeline_share(budget(3, 0), 3, 2 * MiB, 4, 4 * MiB + 3);
+    EXPECT_EQ(three.chunks, 4);
+    EXPECT_EQ(three.bytes, 4 * MiB + 3);
+    // A depth under 2 in the knob still counts 2 chunks for a transfer of several.
+    Knobs shallow = budget(3, 0);
+    shallow.pipeline_depth = 1;
+    EXPECT_EQ(mpiacc::pipeline_share(shallow, 8, 2 * MiB, 2, 16 * MiB).chunks, 2);
+}
+
+TEST(PipelineAdmits, ChunkBudgetAloneIsTheDefault) {
+    const Knobs k = budget(3, 0);
+    const PipelineShare one{1, 2 * MiB}, several{4, 8 * MiB};
+    EXPECT_TRUE(mpiacc::pipeline_admits(k, 11, 22 * MiB, 0, one, false));
+    EXPECT_FALSE(mpiacc::pipeline_admits(k, 12, 24 * MiB, 0, one, false));
+    EXPECT_TRUE(mpiacc::pipeline_admits(k, 8, 16 * MiB, 0, several, true));
+    EXPECT_FALSE(mpiacc::pipeline_admits(k, 9, 9 * MiB, 0, several, true));
+    // Bytes do not count without MPIACC_PIPELINE_BYTES.
+    EXPECT_TRUE(mpiacc::pipeline_admits(k, 1, 1024 * MiB, 0, one, false));
+}
+
+TEST(PipelineAdmits, ByteBudgetBoundsOneChunkTransfers) {
+    const Knobs k = budget(3, 12 * MiB);
+    const PipelineShare one{1, 2 * MiB};
+    // Twelve 2 MiB transfers fit the chunk budget; the byte budget stops at six.
+    EXPECT_TRUE(mpiacc::pipeline_admits(k, 5, 10 * MiB, 0, one, false));
+    EXPECT_FALSE(mpiacc::pipeline_admits(k, 6, 12 * MiB, 0, one, false));
+    // 1 MiB ones: twelve fit both.
+    EXPECT_TRUE(mpiacc::pipeline_admits(k, 11, 11 * MiB, 0, PipelineShare{1, MiB}, false));
+}
+
+TEST(PipelineAdmits, TheFirstTransferStartsHoweverLarge) {
+    const Knobs k = budget(3, 4 * MiB);
+    EXPECT_TRUE(mpiacc::pipeline_admits(k, 0, 0, 0, PipelineShare{4, 8 * MiB}, true));
+    EXPECT_FALSE(mpiacc::pipeline_admits(k, 1, 1, 0, PipelineShare{4, 8 * MiB}, true));
+}
+
+TEST(PipelineAdmits, ASingleChunkDoesNotPassAWaitingTransferOfSeveral) {
+    const PipelineShare one{1, MiB};
+    EXPECT_FALSE(mpiacc::pipeline_admits(budget(3, 0), 1, MiB, 1, one, false));
+    EXPECT_FALSE(mpiacc::pipeline_admits(budget(0, 64 * MiB), 1, MiB, 1, one, false));
+    // Another transfer of several may go, budget permitting.
+    EXPECT_TRUE(mpiacc::pipeline_admits(budget(3, 0), 1, MiB, 1, PipelineShare{4, 8 * MiB}, true));
+    // With no bound at all nothing waits.
+    EXPECT_TRUE(mpiacc::pipeline_admits(budget(0, 0), 100, 1024 * MiB, 3, one, false));
+}
