@@ -395,7 +395,7 @@ void RecvOp::deliver_payload(const void *data, std::size_t len) {
         payload_ = static_cast<const char *>(data);
         bytes_ = n;
         chunk_size_ = pool_->slot_size();
-        depth_ = static_cast<std::size_t>(std::max<long>(2, context().knobs.pipeline_depth));
+        depth_ = static_cast<std::size_t>(transfer_depth(context().knobs));
         nchunks_ = (n + chunk_size_ - 1) / chunk_size_;
         MPIACC_COUNT("protocol.recv.payload_through_slots");
         state_ = State::PAYLOAD_STAGE;
@@ -503,7 +503,7 @@ void RecvOp::on_envelope(const Envelope &env) {
     }
     chunk_size_ = std::min<std::size_t>(env.chunk_size, ctx.knobs.chunk_size);
     if (chunk_size_ == 0) chunk_size_ = ctx.knobs.chunk_size;
-    depth_ = std::max<std::size_t>(1, std::min<std::size_t>(env.depth, std::max<long>(2, ctx.knobs.pipeline_depth)));
+    depth_ = std::max<std::size_t>(1, std::min<std::size_t>(env.depth, transfer_depth(ctx.knobs)));
     nchunks_ = (bytes_ + chunk_size_ - 1) / chunk_size_;
     set_status(&status, status.MPI_SOURCE, status.MPI_TAG, bytes_, MPI_SUCCESS, false);
     if (ctx.knobs.verbose >= 1)
@@ -679,12 +679,12 @@ void RecvOp::tell_sender_done(std::uint16_t status) {
 // than eight at a time. MPIACC_PIPELINE_BYTES (off by default) bounds the bytes of those
 // chunks as well. pipeline_admits (transfer.h) decides.
 bool RecvOp::admit_pipeline() {
-    if (admitted_share_ != 0) return true;
+    if (admitted_.chunks != 0) return true;
     Context &ctx = context();
-    const bool several = nchunks_ > 1;
     const PipelineShare share = pipeline_share(ctx.knobs, nchunks_, chunk_size_, depth_, bytes_);
+    const bool several = share.several();
     Context::PipelineAdmission &from = ctx.pipeline_admission[peer_];
-    if (!pipeline_admits(ctx.knobs, from.chunks, from.bytes, from.several_waiting, share, several)) {
+    if (!pipeline_admits(ctx.knobs, from.chunks, from.bytes, from.several_waiting, share)) {
         if (!queued_) MPIACC_COUNT("protocol.pipeline.queued");
         queued_ = true;
         if (several && !waiting_counted_) {
@@ -699,8 +699,7 @@ bool RecvOp::admit_pipeline() {
     }
     from.chunks += share.chunks;
     from.bytes += share.bytes;
-    admitted_share_ = share.chunks;
-    admitted_bytes_ = share.bytes;
+    admitted_ = share;
     return true;
 }
 
@@ -715,13 +714,12 @@ void RecvOp::withdraw() {
 }
 
 void RecvOp::leave_pipeline() {
-    if (admitted_share_ == 0 && !waiting_counted_) return;
+    if (admitted_.chunks == 0 && !waiting_counted_) return;
     Context::PipelineAdmission &from = context().pipeline_admission[peer_];
-    from.chunks -= admitted_share_;
-    from.bytes -= admitted_bytes_;
+    from.chunks -= admitted_.chunks;
+    from.bytes -= admitted_.bytes;
     if (waiting_counted_) --from.several_waiting;
-    admitted_share_ = 0;
-    admitted_bytes_ = 0;
+    admitted_ = PipelineShare();
     waiting_counted_ = false;
 }
 

@@ -36,7 +36,7 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
     e.transfer_id = op->id_;
     e.sender_rank = ctx.world_rank;
     e.chunk_size = static_cast<std::uint32_t>(ctx.knobs.chunk_size);
-    e.depth = static_cast<std::uint16_t>(std::max<long>(2, ctx.knobs.pipeline_depth));
+    e.depth = static_cast<std::uint16_t>(transfer_depth(ctx.knobs));
     e.node_id = ctx.node_id;
     // Only to a peer on this node: a receiver elsewhere could not open the handles, and
     // exporting a pending dependency costs a wait and a second event record on our stream.
@@ -267,7 +267,7 @@ void SendOp::start_data() {
         return;
     } else {
         MPIACC_COUNT("protocol.send.pipeline");
-        stage_host_chunks_ = source_.kind == BufKind::HOST && ctx.knobs.host_chunk_staging != 0 && same_node(peer_);
+        stage_host_chunks_ = source_.kind == BufKind::HOST && same_node(peer_);
     }
     if (source_.kind == BufKind::HOST && !source_.contiguous_host()) {
         source_.packed.resize(source_.bytes);

@@ -146,6 +146,20 @@ struct ChunkState {
     }
 };
 
+// Chunks a pipeline transfer keeps in flight on each side: MPIACC_PIPELINE_DEPTH, at
+// least 2 (double buffering).
+inline long transfer_depth(const Knobs &k) { return std::max<long>(2, k.pipeline_depth); }
+
+// Receiver: what one pipeline transfer of `nchunks` chunks of `chunk_size` (`bytes` in
+// all, at most `depth` chunks in flight) holds of its sender's admission budget while it
+// runs (RecvOp::admit_pipeline): a transfer of several chunks holds transfer_depth chunks,
+// one of a single chunk holds 1; and the bytes of the chunks it can have in flight.
+struct PipelineShare {
+    long chunks = 0;
+    std::size_t bytes = 0;
+    bool several() const { return chunks > 1; }
+};
+
 // Chunks of a transfer that ended early (it failed, or was destroyed unfinished). A
 // staging slot goes back to its pool only once nothing can touch it any more: a device
 // copy still running into it, or a receive MPICH had already matched (a cancel cannot
@@ -198,8 +212,8 @@ private:
 
     enum class State { AWAIT_REPLY, DATA, DONE } state_ = State::AWAIT_REPLY;
     bool shared_ = false;  // SHARED mode: chunks stay in our slots, the receiver copies them
-    // PIPELINE mode, host buffer: chunks go through huge-page slots (host_chunk_pool())
-    // where one is free, for a receiver on this node.
+    // PIPELINE mode, host buffer, a receiver on this node: the chunks host_chunk_staged
+    // picks go through huge-page slots (host_chunk_pool()) where one is free.
     bool stage_host_chunks_ = false;
     MessageBuffer source_;
     Envelope envelope_{};
@@ -340,8 +354,7 @@ private:
     int ipc_error_ = MPI_SUCCESS;  // the first pull that failed, to or in the driver
     std::string ipc_why_;
     bool registered_ = false;
-    long admitted_share_ = 0;       // chunks counted in Context::pipeline_admission (admit_pipeline)
-    std::size_t admitted_bytes_ = 0;  // and bytes
+    PipelineShare admitted_;        // counted in Context::pipeline_admission (admit_pipeline)
     bool waiting_counted_ = false;  // counted there as a receive of several chunks waiting
     bool queued_ = false;    // waited for admission at least once
     bool draining_ = false;  // see drain()
@@ -445,35 +458,27 @@ void poll_control_messages();
 // MPI_Finalize: takes what is left for transfers that are gone.
 void drain_control_messages();
 
-// Receiver: what one pipeline transfer of `nchunks` chunks of `chunk_size` (`bytes` in
-// all, at most `depth` chunks in flight) holds of its sender's admission budget while it
-// runs (RecvOp::admit_pipeline): a transfer of several chunks holds MPIACC_PIPELINE_DEPTH
-// chunks (at least 2), one of a single chunk holds 1; and the bytes of the chunks it can
-// have in flight.
-struct PipelineShare {
-    long chunks = 0;
-    std::size_t bytes = 0;
-};
+// Receiver: the PipelineShare of a transfer of `nchunks` chunks of `chunk_size`, `bytes`
+// in all, `depth` chunks in flight at most.
 inline PipelineShare pipeline_share(const Knobs &k, std::size_t nchunks, std::size_t chunk_size, std::size_t depth,
                                     std::size_t bytes) {
     PipelineShare share;
-    share.chunks = nchunks > 1 ? std::max<long>(2, k.pipeline_depth) : 1;
+    share.chunks = nchunks > 1 ? transfer_depth(k) : 1;
     share.bytes = std::min(bytes, std::min(nchunks, std::max<std::size_t>(1, depth)) * chunk_size);
     return share;
 }
-// Receiver: whether a transfer with `share` (of several chunks: `several`) may start
-// beside what the sender's other transfers hold (`held_chunks`, `held_bytes`), while
-// `several_waiting` transfers of several chunks wait. MPIACC_PIPELINE_TRANSFERS bounds
-// the chunks, MPIACC_PIPELINE_BYTES the bytes; the first transfer always starts,
-// however large. Under either bound a single chunk does not pass a waiting transfer of
-// several: a steady run of small receives would otherwise keep the larger one waiting.
+// Receiver: whether a transfer with `share` may start beside what the sender's other
+// transfers hold (`held_chunks`, `held_bytes`), while `several_waiting` transfers of
+// several chunks wait. MPIACC_PIPELINE_TRANSFERS bounds the chunks, MPIACC_PIPELINE_BYTES
+// the bytes; the first transfer always starts, however large. Under either bound a single
+// chunk does not pass a waiting transfer of several: a steady run of small receives would
+// otherwise keep the larger one waiting.
 inline bool pipeline_admits(const Knobs &k, long held_chunks, std::size_t held_bytes, int several_waiting,
-                            const PipelineShare &share, bool several) {
+                            const PipelineShare &share) {
     const bool by_chunks = k.pipeline_transfers > 0, by_bytes = k.pipeline_bytes > 0;
     if (!by_chunks && !by_bytes) return true;
-    if (!several && several_waiting > 0) return false;
-    if (by_chunks && held_chunks + share.chunks > k.pipeline_transfers * std::max<long>(2, k.pipeline_depth))
-        return false;
+    if (!share.several() && several_waiting > 0) return false;
+    if (by_chunks && held_chunks + share.chunks > k.pipeline_transfers * transfer_depth(k)) return false;
     return !(by_bytes && held_chunks > 0 && held_bytes + share.bytes > k.pipeline_bytes);
 }
 

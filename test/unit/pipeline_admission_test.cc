@@ -27,6 +27,7 @@ Knobs budget(long transfers, std::size_t bytes) {
 TEST(PipelineShare, OneChunkHoldsOneChunkAndItsBytes) {
     const PipelineShare s = mpiacc::pipeline_share(budget(3, 0), 1, 2 * MiB, 4, 2 * MiB);
     EXPECT_EQ(s.chunks, 1);
+    EXPECT_FALSE(s.several());
     EXPECT_EQ(s.bytes, 2 * MiB);
     const PipelineShare short_one = mpiacc::pipeline_share(budget(3, 0), 1, 2 * MiB, 4, MiB + 3);
     EXPECT_EQ(short_one.bytes, MiB + 3);
@@ -36,6 +37,7 @@ TEST(PipelineShare, SeveralChunksHoldTheDepthAndTheBytesInFlight) {
     // 16 MiB in 2 MiB chunks, depth 4: 4 chunks, 8 MiB in flight at most.
     const PipelineShare big = mpiacc::pipeline_share(budget(3, 0), 8, 2 * MiB, 4, 16 * MiB);
     EXPECT_EQ(big.chunks, 4);
+    EXPECT_TRUE(big.several());
     EXPECT_EQ(big.bytes, 8 * MiB);
     // 4 MiB + 3 in three chunks: the share is still the depth's, the bytes all of it.
     const PipelineShare three = mpiacc::pipeline_share(budget(3, 0), 3, 2 * MiB, 4, 4 * MiB + 3);
@@ -50,36 +52,36 @@ TEST(PipelineShare, SeveralChunksHoldTheDepthAndTheBytesInFlight) {
 TEST(PipelineAdmits, ChunkBudgetAloneIsTheDefault) {
     const Knobs k = budget(3, 0);
     const PipelineShare one{1, 2 * MiB}, several{4, 8 * MiB};
-    EXPECT_TRUE(mpiacc::pipeline_admits(k, 11, 22 * MiB, 0, one, false));
-    EXPECT_FALSE(mpiacc::pipeline_admits(k, 12, 24 * MiB, 0, one, false));
-    EXPECT_TRUE(mpiacc::pipeline_admits(k, 8, 16 * MiB, 0, several, true));
-    EXPECT_FALSE(mpiacc::pipeline_admits(k, 9, 9 * MiB, 0, several, true));
+    EXPECT_TRUE(mpiacc::pipeline_admits(k, 11, 22 * MiB, 0, one));
+    EXPECT_FALSE(mpiacc::pipeline_admits(k, 12, 24 * MiB, 0, one));
+    EXPECT_TRUE(mpiacc::pipeline_admits(k, 8, 16 * MiB, 0, several));
+    EXPECT_FALSE(mpiacc::pipeline_admits(k, 9, 9 * MiB, 0, several));
     // Bytes do not count without MPIACC_PIPELINE_BYTES.
-    EXPECT_TRUE(mpiacc::pipeline_admits(k, 1, 1024 * MiB, 0, one, false));
+    EXPECT_TRUE(mpiacc::pipeline_admits(k, 1, 1024 * MiB, 0, one));
 }
 
 TEST(PipelineAdmits, ByteBudgetBoundsOneChunkTransfers) {
     const Knobs k = budget(3, 12 * MiB);
     const PipelineShare one{1, 2 * MiB};
     // Twelve 2 MiB transfers fit the chunk budget; the byte budget stops at six.
-    EXPECT_TRUE(mpiacc::pipeline_admits(k, 5, 10 * MiB, 0, one, false));
-    EXPECT_FALSE(mpiacc::pipeline_admits(k, 6, 12 * MiB, 0, one, false));
+    EXPECT_TRUE(mpiacc::pipeline_admits(k, 5, 10 * MiB, 0, one));
+    EXPECT_FALSE(mpiacc::pipeline_admits(k, 6, 12 * MiB, 0, one));
     // 1 MiB ones: twelve fit both.
-    EXPECT_TRUE(mpiacc::pipeline_admits(k, 11, 11 * MiB, 0, PipelineShare{1, MiB}, false));
+    EXPECT_TRUE(mpiacc::pipeline_admits(k, 11, 11 * MiB, 0, PipelineShare{1, MiB}));
 }
 
 TEST(PipelineAdmits, TheFirstTransferStartsHoweverLarge) {
     const Knobs k = budget(3, 4 * MiB);
-    EXPECT_TRUE(mpiacc::pipeline_admits(k, 0, 0, 0, PipelineShare{4, 8 * MiB}, true));
-    EXPECT_FALSE(mpiacc::pipeline_admits(k, 1, 1, 0, PipelineShare{4, 8 * MiB}, true));
+    EXPECT_TRUE(mpiacc::pipeline_admits(k, 0, 0, 0, PipelineShare{4, 8 * MiB}));
+    EXPECT_FALSE(mpiacc::pipeline_admits(k, 1, 1, 0, PipelineShare{4, 8 * MiB}));
 }
 
 TEST(PipelineAdmits, ASingleChunkDoesNotPassAWaitingTransferOfSeveral) {
     const PipelineShare one{1, MiB};
-    EXPECT_FALSE(mpiacc::pipeline_admits(budget(3, 0), 1, MiB, 1, one, false));
-    EXPECT_FALSE(mpiacc::pipeline_admits(budget(0, 64 * MiB), 1, MiB, 1, one, false));
+    EXPECT_FALSE(mpiacc::pipeline_admits(budget(3, 0), 1, MiB, 1, one));
+    EXPECT_FALSE(mpiacc::pipeline_admits(budget(0, 64 * MiB), 1, MiB, 1, one));
     // Another transfer of several may go, budget permitting.
-    EXPECT_TRUE(mpiacc::pipeline_admits(budget(3, 0), 1, MiB, 1, PipelineShare{4, 8 * MiB}, true));
+    EXPECT_TRUE(mpiacc::pipeline_admits(budget(3, 0), 1, MiB, 1, PipelineShare{4, 8 * MiB}));
     // With no bound at all nothing waits.
-    EXPECT_TRUE(mpiacc::pipeline_admits(budget(0, 0), 100, 1024 * MiB, 3, one, false));
+    EXPECT_TRUE(mpiacc::pipeline_admits(budget(0, 0), 100, 1024 * MiB, 3, one));
 }
