@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/context.h"
+#include "protocol/transfer.h"  // host_rndv_hint_ask
 
 namespace mpiacc {
 namespace {
@@ -170,6 +171,10 @@ TEST_F(KnobEnvironment, unset_knobs_take_their_declared_defaults) {
     EXPECT_EQ(knobs.host_rndv_threshold, std::size_t{2} << 20);
     EXPECT_EQ(knobs.chunk_size, std::size_t{2} << 20);
     EXPECT_EQ(knobs.pipeline_depth, 4);
+    // Both routes ask for RTS/CTS from 256 KiB (session 45's A/B on two H200s).
+    EXPECT_EQ(knobs.host_rndv_hint_min, std::size_t{256} << 10);
+    EXPECT_EQ(knobs.host_rndv_hint_min_pipeline, std::size_t{256} << 10);
+    EXPECT_EQ(mpiacc::host_rndv_hint_ask(knobs, std::size_t{256} << 10, false), std::size_t{256} << 10);
 }
 
 TEST_F(KnobEnvironment, valid_override_is_used) {
