@@ -9,7 +9,9 @@
 #     GPU_CHECK_SCRIPT=maint/diag/knob-ab.sh bash maint/gpu-check
 # KNOB_VARIANTS: settings separated by '|'; each is `default` or VAR=VALUE words that go
 #   to env(1) (several words set several knobs at once).
-# KNOB_SIZES (default 262144,524288,1048576,2097152,4194304), KNOB_DIRS (H->D),
+# KNOB_SIZES (default 262144,524288,1048576,2097152,4194304; `all` = the bench's own sweep,
+# as gpu-check runs it), KNOB_DIRS (H->D), KNOB_BENCH_ARGS (more bench options: gpu-check's
+# `--iters 100 --bw-iters 10 --min-iters 2 --min-time 0.01` measures as its pt2pt phases do),
 # KNOB_ROUNDS (3), KNOB_ENV (words for every setting, default MPIACC_IPC=0: the pipeline),
 # KNOB_BENCH (bench/pt2pt), KNOB_CONFIGS (mpiacc,staged,pipeline; add mpich-host for
 # MPICH host-to-host, the bar issue 4 sets the pipeline from 4 MiB; the bench measures it
@@ -23,6 +25,8 @@ out=${1:?OUTDIR}
 source "$(dirname "$0")/diag-log.sh"
 diag_log knob-ab "KNOB_VARIANTS='${KNOB_VARIANTS:-default}' KNOB_ENV='${KNOB_ENV-MPIACC_IPC=0}'"
 sizes=${KNOB_SIZES:-262144,524288,1048576,2097152,4194304}
+size_args=(--sizes "$sizes")
+[ "$sizes" = all ] && size_args=()
 dirs=${KNOB_DIRS:-H->D}
 configs=${KNOB_CONFIGS:-mpiacc,staged,pipeline}
 # Without H->H the bench runs no mpich-host row, and the MPICH ratio would be silently absent.
@@ -35,8 +39,8 @@ for round in $(seq 1 "${KNOB_ROUNDS:-3}"); do
     settings=${v//default/}
     echo "== round $round: ${v}"
     # shellcheck disable=SC2086 # settings and KNOB_ENV are lists of words for env(1)
-    env ${KNOB_ENV-MPIACC_IPC=0} $settings timeout 150 $MPIEXEC -n 2 "$bench" --watchdog 20 --rounds 1 \
-      --sizes "$sizes" --dirs "$dirs" --configs "$configs" --csv /dev/stdout 2>&1 |
+    env ${KNOB_ENV-MPIACC_IPC=0} $settings timeout 150 $MPIEXEC -n 2 "$bench" ${KNOB_BENCH_ARGS:-} --watchdog 20 --rounds 1 \
+      "${size_args[@]}" --dirs "$dirs" --configs "$configs" --csv /dev/stdout 2>&1 |
       grep -v '^#' | awk -F, -v label="$v" -v round="$round" 'NF == 5 && $1 != "config" { print label "\t" round "\t" $0 }' | tee -a "$rows"
   done
 done
