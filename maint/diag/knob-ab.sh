@@ -52,25 +52,28 @@ runs = defaultdict(lambda: defaultdict(dict))  # (label, dir, size) -> round -> 
 for line in open(sys.argv[1]):
     label, rnd, row = line.rstrip("\n").split("\t")
     config, direction, size, _, bw = row.split(",")
-    config = "mpiacc" if config.startswith("mpiacc") else config  # -noipc and other labels
     runs[(label, direction, int(size))][rnd][config] = float(bw)
 for key in sorted(runs, key=lambda k: (k[1], k[2], k[0])):
     if key[1] == "H->H":
         continue  # MPICH's rows: the second ratio of each direction's line
     mpich = runs.get((key[0], "H->H", key[2]), {})
-    ratios, host = [], []
-    for rnd, r in runs[key].items():
-        hand = max(r.get("staged", 0), r.get("pipeline", 0))
-        if "mpiacc" in r and hand > 0:
-            ratios.append(r["mpiacc"] / hand)
-        if "mpiacc" in r and mpich.get(rnd, {}).get("mpich-host", 0) > 0:
-            host.append(r["mpiacc"] / mpich[rnd]["mpich-host"])
-    line = f"{key[1]:5} {key[2]:>9} {key[0]:45}"
-    if ratios:
-        line += f" {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) n={len(ratios)}"
-    if host:
-        line += f"  / mpich-host {statistics.median(host):.2f} ({min(host):.2f}-{max(host):.2f})"
-    if ratios or host:
-        print(line)
+    # Each MPI-ACC configuration of the run (mpiacc, mpiacc-auto, mpiacc-noipc...) its own line.
+    mine = sorted({c for r in runs[key].values() for c in r if c.startswith("mpiacc")})
+    for config in mine:
+        ratios, host = [], []
+        for rnd, r in runs[key].items():
+            hand = max(r.get("staged", 0), r.get("pipeline", 0))
+            if config in r and hand > 0:
+                ratios.append(r[config] / hand)
+            if config in r and mpich.get(rnd, {}).get("mpich-host", 0) > 0:
+                host.append(r[config] / mpich[rnd]["mpich-host"])
+        label = key[0] if len(mine) == 1 else f"{key[0]} {config}"
+        line = f"{key[1]:5} {key[2]:>9} {label:45}"
+        if ratios:
+            line += f" {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) n={len(ratios)}"
+        if host:
+            line += f"  / mpich-host {statistics.median(host):.2f} ({min(host):.2f}-{max(host):.2f})"
+        if ratios or host:
+            print(line)
 EOF
 rm -f "$rows"
