@@ -503,7 +503,11 @@ void RecvOp::on_envelope(const Envelope &env) {
     }
     chunk_size_ = std::min<std::size_t>(env.chunk_size, ctx.knobs.chunk_size);
     if (chunk_size_ == 0) chunk_size_ = ctx.knobs.chunk_size;
-    depth_ = std::max<std::size_t>(1, std::min<std::size_t>(env.depth, transfer_depth(ctx.knobs)));
+    // Chunks that MPICH carries between two ranks of a node are copied by a CPU, through
+    // its caches: fewer in flight ran faster (MPIACC_NODE_PIPELINE_DEPTH).
+    const long depth = mode_ == TransferMode::PIPELINE && same_node(peer_) ? node_transfer_depth(ctx.knobs)
+                                                                           : transfer_depth(ctx.knobs);
+    depth_ = std::max<std::size_t>(1, std::min<std::size_t>(env.depth, static_cast<std::size_t>(depth)));
     nchunks_ = (bytes_ + chunk_size_ - 1) / chunk_size_;
     set_status(&status, status.MPI_SOURCE, status.MPI_TAG, bytes_, MPI_SUCCESS, false);
     if (ctx.knobs.verbose >= 1)
@@ -669,7 +673,8 @@ void RecvOp::tell_sender_done(std::uint16_t status) {
 }
 
 // A receiver bounds the chunk messages it has in MPICH per sender: MPIACC_PIPELINE_TRANSFERS
-// transfers' worth, each up to MPIACC_PIPELINE_DEPTH chunks in flight. A transfer of
+// transfers' worth, each up to its depth in flight (MPIACC_PIPELINE_DEPTH, or
+// MPIACC_NODE_PIPELINE_DEPTH from a sender on this node). A transfer of
 // several chunks takes a whole transfer's share, one of a single chunk one chunk's; the
 // others wait before their CTS, holding nothing. A window of 32 large transfers otherwise
 // interleaved 128 chunk messages in MPICH at once (each progress round walked all of
@@ -681,7 +686,7 @@ void RecvOp::tell_sender_done(std::uint16_t status) {
 bool RecvOp::admit_pipeline() {
     if (admitted_.chunks != 0) return true;
     Context &ctx = context();
-    const PipelineShare share = pipeline_share(ctx.knobs, nchunks_, chunk_size_, depth_, bytes_);
+    const PipelineShare share = pipeline_share(nchunks_, chunk_size_, depth_, bytes_);
     const bool several = share.several();
     Context::PipelineAdmission &from = ctx.pipeline_admission[peer_];
     if (!pipeline_admits(ctx.knobs, from.chunks, from.bytes, from.several_waiting, share)) {

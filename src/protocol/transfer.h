@@ -150,13 +150,23 @@ struct ChunkState {
 // least 2 (double buffering).
 inline long transfer_depth(const Knobs &k) { return std::max<long>(2, k.pipeline_depth); }
 
+// Receiver: the depth of a pipeline whose chunks MPICH carries from a sender on this
+// node, where a CPU copies each one between the ranks: MPIACC_NODE_PIPELINE_DEPTH, at
+// least 2 and at most transfer_depth (0: transfer_depth).
+inline long node_transfer_depth(const Knobs &k) {
+    const long depth = transfer_depth(k);
+    return k.node_pipeline_depth > 0 ? std::min(depth, std::max<long>(2, k.node_pipeline_depth)) : depth;
+}
+
 // Receiver: what one pipeline transfer of `nchunks` chunks of `chunk_size` (`bytes` in
 // all, at most `depth` chunks in flight) holds of its sender's admission budget while it
-// runs (RecvOp::admit_pipeline): a transfer of several chunks holds transfer_depth chunks,
+// runs (RecvOp::admit_pipeline): a transfer of several chunks holds its depth in chunks,
 // one of a single chunk holds 1; and the bytes of the chunks it can have in flight.
 struct PipelineShare {
     long chunks = 0;
     std::size_t bytes = 0;
+    // The transfer's depth: the sender's chunk budget is MPIACC_PIPELINE_TRANSFERS times it.
+    long depth = 0;
     bool several() const { return chunks > 1; }
 };
 
@@ -460,10 +470,10 @@ void drain_control_messages();
 
 // Receiver: the PipelineShare of a transfer of `nchunks` chunks of `chunk_size`, `bytes`
 // in all, `depth` chunks in flight at most.
-inline PipelineShare pipeline_share(const Knobs &k, std::size_t nchunks, std::size_t chunk_size, std::size_t depth,
-                                    std::size_t bytes) {
+inline PipelineShare pipeline_share(std::size_t nchunks, std::size_t chunk_size, std::size_t depth, std::size_t bytes) {
     PipelineShare share;
-    share.chunks = nchunks > 1 ? transfer_depth(k) : 1;
+    share.depth = std::max<long>(2, static_cast<long>(depth));
+    share.chunks = nchunks > 1 ? share.depth : 1;
     share.bytes = std::min(bytes, std::min(nchunks, std::max<std::size_t>(1, depth)) * chunk_size);
     return share;
 }
@@ -478,7 +488,7 @@ inline bool pipeline_admits(const Knobs &k, long held_chunks, std::size_t held_b
     const bool by_chunks = k.pipeline_transfers > 0, by_bytes = k.pipeline_bytes > 0;
     if (!by_chunks && !by_bytes) return true;
     if (!share.several() && several_waiting > 0) return false;
-    if (by_chunks && held_chunks + share.chunks > k.pipeline_transfers * transfer_depth(k)) return false;
+    if (by_chunks && held_chunks > 0 && held_chunks + share.chunks > k.pipeline_transfers * share.depth) return false;
     return !(by_bytes && held_chunks > 0 && held_bytes + share.bytes > k.pipeline_bytes);
 }
 

@@ -233,6 +233,7 @@ TEST_F(KnobEnvironment, mpiacc_knob_value_gives_numeric_knobs_in_effect_to_c_pro
     EXPECT_EQ(mpiacc_knob_value("MPIACC_HOST_RNDV_THRESHOLD"), 64 << 10);
     EXPECT_EQ(mpiacc_knob_value("MPIACC_IPC"), 0);
     EXPECT_EQ(mpiacc_knob_value("MPIACC_PIPELINE_DEPTH"), 4);  // the default
+    EXPECT_EQ(mpiacc_knob_value("MPIACC_NODE_PIPELINE_DEPTH"), 2);  // the default
     EXPECT_EQ(mpiacc_knob_value("MPIACC_OPENCL_PLATFORM"), -1);  // text, not a number
     EXPECT_EQ(mpiacc_knob_value("MPIACC_NO_SUCH_KNOB"), -1);
     TearDown();
