@@ -65,25 +65,28 @@ TEST(NodeTransferDepth, IsTheNodeKnobWithinTwoAndThePipelineDepth) {
     EXPECT_EQ(mpiacc::node_transfer_depth(k), 4);
 }
 
-TEST(PipelineAdmits, ChunkBudgetAloneIsTheDefault) {
+// Under MPIACC_PIPELINE_TRANSFERS=3 alone, transfers `depth` deep (2 MiB chunks): three
+// times `depth` transfers of one chunk, or three of several.
+static void expect_chunk_budget(long depth) {
     const Knobs k = budget(3, 0);
-    const PipelineShare one{1, 2 * MiB, 4}, several{4, 8 * MiB, 4};
-    EXPECT_TRUE(mpiacc::pipeline_admits(k, 11, 22 * MiB, 0, one));
-    EXPECT_FALSE(mpiacc::pipeline_admits(k, 12, 24 * MiB, 0, one));
-    EXPECT_TRUE(mpiacc::pipeline_admits(k, 8, 16 * MiB, 0, several));
-    EXPECT_FALSE(mpiacc::pipeline_admits(k, 9, 9 * MiB, 0, several));
+    const long limit = 3 * depth;
+    const std::size_t held = static_cast<std::size_t>(limit) * 2 * MiB;
+    const PipelineShare one{1, 2 * MiB, depth}, several{depth, static_cast<std::size_t>(depth) * 2 * MiB, depth};
+    EXPECT_TRUE(mpiacc::pipeline_admits(k, limit - 1, held, 0, one)) << "depth " << depth;
+    EXPECT_FALSE(mpiacc::pipeline_admits(k, limit, held, 0, one)) << "depth " << depth;
+    EXPECT_TRUE(mpiacc::pipeline_admits(k, limit - depth, held, 0, several)) << "depth " << depth;
+    EXPECT_FALSE(mpiacc::pipeline_admits(k, limit - depth + 1, held, 0, several)) << "depth " << depth;
+}
+
+TEST(PipelineAdmits, ChunkBudgetAloneIsTheDefault) {
+    expect_chunk_budget(4);
     // Bytes do not count without MPIACC_PIPELINE_BYTES.
-    EXPECT_TRUE(mpiacc::pipeline_admits(k, 1, 1024 * MiB, 0, one));
+    EXPECT_TRUE(mpiacc::pipeline_admits(budget(3, 0), 1, 1024 * MiB, 0, PipelineShare{1, 2 * MiB, 4}));
 }
 
 TEST(PipelineAdmits, TheChunkBudgetIsTheTransfersTimesTheirDepth) {
     // From a sender on this node at depth 2: three transfers of several, or six of one.
-    const Knobs k = budget(3, 0);
-    const PipelineShare one{1, 2 * MiB, 2}, several{2, 4 * MiB, 2};
-    EXPECT_TRUE(mpiacc::pipeline_admits(k, 5, 10 * MiB, 0, one));
-    EXPECT_FALSE(mpiacc::pipeline_admits(k, 6, 12 * MiB, 0, one));
-    EXPECT_TRUE(mpiacc::pipeline_admits(k, 4, 8 * MiB, 0, several));
-    EXPECT_FALSE(mpiacc::pipeline_admits(k, 5, 10 * MiB, 0, several));
+    expect_chunk_budget(2);
     // The first transfer starts whatever its share: here more chunks than the budget.
     EXPECT_TRUE(mpiacc::pipeline_admits(budget(1, 0), 0, 0, 0, PipelineShare{4, 8 * MiB, 2}));
 }
