@@ -1,8 +1,20 @@
 /* Bounded resources (DESIGN 2.7): 1,000 concurrent 1 MiB MPI_Isend from a cl_mem with a
  * 16 MiB staging pool complete without deadlock, and the pool never grows past it; a
  * receiver admits a bounded number of pipeline transfers per sender.
+ * Built twice: chunks copied out of the sender's shared slots (MPIACC_PIPELINE_DEPTH, 4
+ * here), and, with NODE_PIPELINE, carried by MPICH as between nodes to this node's
+ * receiver (MPIACC_NODE_PIPELINE_DEPTH, 2 here), where each transfer of several chunks
+ * holds 2 of a budget of 2 x 2.
  * MPIACC-TEST-RANKS: 2 */
 #include "opencl_util.h"
+
+#ifdef NODE_PIPELINE
+enum { DEPTH = 2 };
+#else
+enum { DEPTH = 4 };
+#endif
+/* MPIACC_PIPELINE_TRANSFERS, set to 2 in main. */
+enum { BUDGET = 2 * DEPTH };
 
 /* Eight messages of n bytes from one cl_mem into host buffers, all eight envelopes at
  * the receiver before its first completion call; `expect_queued`: whether some transfer
@@ -44,14 +56,14 @@ static void admission_window(ocl_env *e, int tag, size_t n, int expect_queued) {
     MPI_Type_free(&t);
 }
 
-/* Five one-chunk sends wait for a user event, so their receives stay admitted (5 of the
- * budget of 8 chunks); a two-chunk receive (a share of 4) then waits, and a
- * one-chunk receive posted once it waits must wait behind it rather than take the 6th
- * chunk, until the event is set. The held sends come from a second context, so that
- * their copies, queued behind the event on MPI-ACC's queue for that context, hold up
- * nothing of the other two sends on the sender. */
+/* BUDGET - DEPTH + 1 one-chunk sends wait for a user event, so their receives stay
+ * admitted (5 of the budget of 8 chunks at depth 4); a two-chunk receive (a share of
+ * DEPTH) then waits, and a one-chunk receive posted once it waits must wait behind it
+ * rather than take the chunk left, until the event is set. The held sends come from a
+ * second context, so that their copies, queued behind the event on MPI-ACC's queue for
+ * that context, hold up nothing of the other two sends on the sender. */
 static void single_does_not_pass_waiting_several(ocl_env *e, int tag) {
-    enum { HELD = 5 };
+    enum { HELD = BUDGET - DEPTH + 1 };
     const size_t one = (1 << 20) + 3, two = (2 << 20) + 3;
     MPI_Datatype t = ocl_type(e);
     unsigned char *h[HELD + 2];
@@ -89,7 +101,7 @@ static void single_does_not_pass_waiting_several(ocl_env *e, int tag) {
         MT_CHECK(!flag, "a held receive completed before the event was set");
         MPI_Irecv(h[HELD], (int)two, MPI_BYTE, 0, tag + 1, MPI_COMM_WORLD, &r[HELD]);
         for (double t0 = MPI_Wtime(); MPI_Wtime() - t0 < 0.2;) MPI_Test(&r[HELD], &flag, MPI_STATUS_IGNORE);
-        MT_CHECK(!flag, "the two-chunk receive completed with five admitted receives held by the event");
+        MT_CHECK(!flag, "the two-chunk receive completed with %d admitted receives held by the event", (int)HELD);
         MPI_Irecv(h[HELD + 1], (int)one, MPI_BYTE, 0, tag + 2, MPI_COMM_WORLD, &r[HELD + 1]);
         /* A second is ample for the unheld one-chunk transfer to finish if it is admitted. */
         int passed = 0;
@@ -119,10 +131,19 @@ int main(int argc, char **argv) {
     setenv("MPIACC_PIPELINE_TRANSFERS", "2", 1);
     setenv("MPIACC_PIPELINE_BYTES", "9M", 1);
     setenv("MPIACC_CHUNK_SIZE", "2M", 1);
+    setenv("MPIACC_PIPELINE_DEPTH", "4", 1);
+#ifdef NODE_PIPELINE
+    setenv("MPIACC_SHARED_STAGING", "0", 1);
+    setenv("MPIACC_NODE_PIPELINE_DEPTH", "2", 1);
+#endif
     MT_INIT(&argc, &argv);
     const char *names[] = {"thousand_concurrent_1mib_isends_through_16mib_pool_complete",
                            "window_of_eight_two_chunk_pipeline_receives_queues_and_all_arrive",
+#ifdef NODE_PIPELINE
+                           "window_of_eight_one_chunk_node_pipeline_receives_queues_at_depth_2_and_all_arrive",
+#else
                            "window_of_eight_one_chunk_pipeline_receives_runs_at_once_and_all_arrive",
+#endif
                            "one_chunk_receive_waits_behind_a_waiting_two_chunk_one",
                            "window_of_eight_one_chunk_2mib_receives_queues_by_bytes_and_all_arrive"};
     ocl_env e = ocl_setup_or_skip(names, 5);
@@ -161,10 +182,11 @@ int main(int argc, char **argv) {
         MPI_Type_free(&t);
     }
     /* cl_mem -> host is a pipeline transfer. The receiver admits per sender
-     * MPIACC_PIPELINE_TRANSFERS (set to 2 here) transfers of several chunks, or 2 x MPIACC_PIPELINE_DEPTH
-     * (4) of one chunk; the rest wait before their CTS. */
+     * MPIACC_PIPELINE_TRANSFERS (set to 2 here) transfers of several chunks, or BUDGET of
+     * one chunk; the rest wait before their CTS. Eight one-chunk receives fit a budget of
+     * 8 (depth 4), and queue at depth 2. */
     MT_CASE(names[1]) admission_window(&e, 5100, (2 << 20) + 3, 1);
-    MT_CASE(names[2]) admission_window(&e, 5200, (1 << 20) + 3, 0);
+    MT_CASE(names[2]) admission_window(&e, 5200, (1 << 20) + 3, BUDGET < 8);
     MT_CASE(names[3]) single_does_not_pass_waiting_several(&e, 5300);
     /* Eight one-chunk transfers are within the chunk budget, but four of 2 MiB fill the
      * byte budget (MPIACC_PIPELINE_BYTES): the fifth waits. */
