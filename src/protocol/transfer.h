@@ -488,8 +488,9 @@ inline bool pipeline_admits(const Knobs &k, long held_chunks, std::size_t held_b
     const bool by_chunks = k.pipeline_transfers > 0, by_bytes = k.pipeline_bytes > 0;
     if (!by_chunks && !by_bytes) return true;
     if (!share.several() && several_waiting > 0) return false;
-    if (by_chunks && held_chunks > 0 && held_chunks + share.chunks > k.pipeline_transfers * share.depth) return false;
-    return !(by_bytes && held_chunks > 0 && held_bytes + share.bytes > k.pipeline_bytes);
+    if (held_chunks == 0) return true;
+    if (by_chunks && held_chunks + share.chunks > k.pipeline_transfers * share.depth) return false;
+    return !(by_bytes && held_bytes + share.bytes > k.pipeline_bytes);
 }
 
 // MPIACC_HOST_CHUNK_STAGING: whether chunk `index`, `len` bytes of a host buffer that a
