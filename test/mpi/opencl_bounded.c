@@ -56,6 +56,22 @@ static void admission_window(ocl_env *e, int tag, size_t n, int expect_queued) {
     MPI_Type_free(&t);
 }
 
+/* Pipeline envelopes this rank has taken, in either mode this test is built for; each
+ * has had its admission decided (the budget taken, or queued) by the time it counts. */
+static long long pipeline_envelopes(void) {
+    return mpiacc_counter_value("protocol.recv.pipeline") + mpiacc_counter_value("protocol.recv.shared");
+}
+
+/* Tests `r` (while `*done` is 0) until `target` pipeline envelopes have been taken;
+ * whether they were within 10 s. */
+static int take_envelopes(MPI_Request *r, int *done, long long target) {
+    for (double t0 = MPI_Wtime(); MPI_Wtime() - t0 < 10.0;) {
+        if (!*done) MPI_Test(r, done, MPI_STATUS_IGNORE);
+        if (pipeline_envelopes() >= target) return 1;
+    }
+    return 0;
+}
+
 /* BUDGET - DEPTH + 1 one-chunk sends wait for a user event, so their receives stay
  * admitted (5 of the budget of 8 chunks at depth 4); a two-chunk receive (a share of
  * DEPTH) then waits, and a one-chunk receive posted once it waits must wait behind it
@@ -93,18 +109,31 @@ static void single_does_not_pass_waiting_several(ocl_env *e, int tag) {
         clReleaseMemObject(m);
         ocl_teardown(&other);
     } else if (mt_rank == 1) {
-        /* Each receive is posted once the ones before it have surely had their envelopes
-         * and taken (or waited for) admission: progress for a while in between. */
-        int flag = 0;
+        /* Each receive is posted once the envelopes of the ones before it have been taken
+         * and admitted (or queued): counted, not waited for by the clock, since the sender
+         * may take longer than any fixed wait to create its second context (NVIDIA's
+         * OpenCL), and a later receive must not find its envelope first. */
+        const long long env0 = pipeline_envelopes(), queued0 = mpiacc_counter_value("protocol.pipeline.queued");
+        int flag = 0, two_done = 0, passed = 0;
         for (int i = 0; i < HELD; ++i) MPI_Irecv(h[i], (int)one, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &r[i]);
-        for (double t0 = MPI_Wtime(); MPI_Wtime() - t0 < 0.2;) MPI_Test(&r[0], &flag, MPI_STATUS_IGNORE);
+        MT_CHECK(take_envelopes(&r[0], &flag, env0 + HELD), "the %d held sends' envelopes were not taken in 10 s",
+                 (int)HELD);
+        MT_CHECK(mpiacc_counter_value("protocol.pipeline.queued") == queued0, "a held receive waited for admission");
+        for (double t0 = MPI_Wtime(); !flag && MPI_Wtime() - t0 < 0.2;) MPI_Test(&r[0], &flag, MPI_STATUS_IGNORE);
         MT_CHECK(!flag, "a held receive completed before the event was set");
         MPI_Irecv(h[HELD], (int)two, MPI_BYTE, 0, tag + 1, MPI_COMM_WORLD, &r[HELD]);
-        for (double t0 = MPI_Wtime(); MPI_Wtime() - t0 < 0.2;) MPI_Test(&r[HELD], &flag, MPI_STATUS_IGNORE);
-        MT_CHECK(!flag, "the two-chunk receive completed with %d admitted receives held by the event", (int)HELD);
+        MT_CHECK(take_envelopes(&r[HELD], &two_done, env0 + HELD + 1), "the two-chunk envelope was not taken in 10 s");
+        MT_CHECK(mpiacc_counter_value("protocol.pipeline.queued") == queued0 + 1,
+                 "the two-chunk receive was admitted with %d admitted receives held by the event", (int)HELD);
+        for (double t0 = MPI_Wtime(); !two_done && MPI_Wtime() - t0 < 0.2;)
+            MPI_Test(&r[HELD], &two_done, MPI_STATUS_IGNORE);
+        MT_CHECK(!two_done, "the two-chunk receive completed with %d admitted receives held by the event", (int)HELD);
         MPI_Irecv(h[HELD + 1], (int)one, MPI_BYTE, 0, tag + 2, MPI_COMM_WORLD, &r[HELD + 1]);
+        MT_CHECK(take_envelopes(&r[HELD + 1], &passed, env0 + HELD + 2),
+                 "the one-chunk envelope was not taken in 10 s");
+        MT_CHECK(mpiacc_counter_value("protocol.pipeline.queued") == queued0 + 2,
+                 "a one-chunk receive was admitted past the waiting two-chunk one");
         /* A second is ample for the unheld one-chunk transfer to finish if it is admitted. */
-        int passed = 0;
         for (double t0 = MPI_Wtime(); !passed && MPI_Wtime() - t0 < 1.0;)
             MPI_Test(&r[HELD + 1], &passed, MPI_STATUS_IGNORE);
         MT_CHECK(!passed, "a one-chunk receive passed the waiting two-chunk one");
@@ -115,7 +144,7 @@ static void single_does_not_pass_waiting_several(ocl_env *e, int tag) {
         for (int i = 0; i < HELD + 2; ++i) {
             const size_t n = i == HELD ? two : one;
             P2P_CHECK_BYTES(h[i], n, 11, "message");
-            if (i == HELD + 1 && passed) continue; /* its status went to MPI_Test */
+            if ((i == HELD && two_done) || (i == HELD + 1 && passed)) continue; /* its status went to MPI_Test */
             MT_CHECK(p2p_count(&st[i], MPI_BYTE) == (int)n, "message %d: %d bytes", i, p2p_count(&st[i], MPI_BYTE));
         }
     }
