@@ -175,6 +175,8 @@ TEST_F(KnobEnvironment, unset_knobs_take_their_declared_defaults) {
     EXPECT_EQ(knobs.host_rndv_hint_min, std::size_t{256} << 10);
     EXPECT_EQ(knobs.host_rndv_hint_min_pipeline, std::size_t{256} << 10);
     EXPECT_EQ(mpiacc::host_rndv_hint_ask(knobs, std::size_t{256} << 10, false), std::size_t{256} << 10);
+    // Host chunks of 1 MiB and more are staged (host_chunk_staging_test: which ones).
+    EXPECT_EQ(knobs.host_chunk_staging, std::size_t{1} << 20);
 }
 
 TEST_F(KnobEnvironment, valid_override_is_used) {
