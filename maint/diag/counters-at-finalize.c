@@ -1,6 +1,6 @@
 /* LD_PRELOAD shim: at MPI_Finalize, each rank prints the libmpiacc counters that
  * COUNTERS names (comma separated), as "[counters] rank R name=value ...". The library
- * keeps named event counters (core/counters.h: protocol modes chosen, cache hits, hints)
+ * keeps named event counters (util/counters.h: protocol modes chosen, cache hits, hints)
  * but prints none of them; this shows which protocol path a benchmark's messages took.
  *
  *   $MPICC -shared -fPIC -o /tmp/counters.so maint/diag/counters-at-finalize.c -ldl

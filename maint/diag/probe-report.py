@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How long each step between two probe points took, from the files a probe build of
-libmpiacc wrote (src/core/probe.h; maint/diag/probe-timeline.sh runs one).
+libmpiacc wrote (src/util/probe.h; maint/diag/probe-timeline.sh runs one).
 
     maint/diag/probe-report.py DIR [--skip N] [--min-share F]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # maint/diag/probe-timeline.sh OUTDIR: where a small message's time goes inside the
-# library, step by step between the probe points of src/core/probe.h. Builds the tree
+# library, step by step between the probe points of src/util/probe.h. Builds the tree
 # gpu-check built (its working directory) again with CPPFLAGS=-DMPIACC_PROBES, preloads that libmpiacc into
 # bench/pt2pt's ranks (latency phase; MPI-ACC and, in the same process, the raw ipc-pull
 # anchor for D->D, staging by hand otherwise) and prints maint/diag/probe-report.py's table for each case.

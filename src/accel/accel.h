@@ -22,6 +22,42 @@ const char *buf_kind_name(BufKind k);
 
 class PinnedPool;
 
+// What a kind can do, known without making its component: the CUDA and OpenCL runtimes
+// are not touched by a program that never passes device memory. Protocol and core ask
+// these, never which kind a buffer is.
+struct AccelCaps {
+    // Buffers live in device memory, which moves through staging copies (host: false).
+    bool device_memory = false;
+    // ipc_export / ipc_import: a peer process on this node pulls the buffer itself.
+    bool ipc = false;
+    // owns_pointer answers: buffers passed without MPIX_ACC_BUF_TYPE are found.
+    bool detects_pointers = false;
+    // A buffer is an opaque handle (cl_mem), not an address: a datatype's lower bound is
+    // an offset into it (MPIX_ACC_OFFSET), never pointer arithmetic.
+    bool handle_addressed = false;
+    // register_host can page-lock host memory, so that copies from and to it are DMA.
+    bool registers_host = false;
+    // Packs and unpacks non-contiguous datatypes on the device itself. No kind does yet:
+    // such types on device buffers are refused (datatype/layout.h).
+    bool packs_datatypes = false;
+};
+// The kind's capabilities (all false for a kind not built in). Never makes the component.
+const AccelCaps &accel_caps(BufKind kind);
+
+// What the components read from the knobs. Core fills it (configure_accels) when the
+// library loads and again at MPI_Init; components never read the knobs themselves.
+struct AccelSettings {
+    int world_rank = 0;                    // this process, for the fault specs
+    long verbose = 0;                      // MPIACC_VERBOSE
+    std::size_t slot_size = 2u << 20;      // MPIACC_CHUNK_SIZE: one staging slot per chunk
+    std::size_t pool_bytes = 64u << 20;    // MPIACC_POOL_SIZE: pinned staging per device
+    bool ipc = true;                       // MPIACC_IPC
+    bool shared_staging = true;            // MPIACC_SHARED_STAGING
+    std::string opencl_platform;           // MPIACC_OPENCL_PLATFORM
+    long opencl_cache_entries = 4;         // MPIACC_OPENCL_CACHE_SIZE
+    std::string fault_pull, fault_memop, fault_resident;  // MPIACC_FAULT_* (test_knobs.def)
+};
+
 // What the call said about its buffer, captured from the datatype's attributes (or
 // found by pointer query) when the call was made. Plain values: no ownership.
 struct BufferAttrs {
@@ -144,6 +180,9 @@ public:
     // A completion that fires when the captured dependency is satisfied (may be null
     // when there is none).
     virtual std::unique_ptr<Completion> dependency() { return nullptr; }
+    // Whether copies of this buffer wait for work of the user's (a stream, queue or event
+    // the data depends on), so that a nonblocking call must not wait for one (BRIEF S1).
+    virtual bool copies_wait_for_user_work() const { return true; }
     // Enqueue a device-to-device copy of [offset, offset+len) into [dst_offset, ...) of
     // `dst`, a buffer of the same kind (used by the IPC pull). Kinds without it refuse.
     virtual int copy_to_device(std::size_t /*offset*/, DeviceBuffer & /*dst*/, std::size_t /*dst_offset*/,
@@ -173,6 +212,9 @@ public:
     virtual ~Accel() = default;
     virtual BufKind kind() const = 0;
     virtual const char *name() const = 0;
+    const AccelCaps &caps() const { return accel_caps(kind()); }
+    // New settings (configure_accels after the component was made).
+    virtual void reconfigure(const AccelSettings & /*settings*/) {}
     // Compiled in and a device usable at run time. Must be safe without a driver.
     virtual bool available() = 0;
     // Validate `attrs` for a buffer `addr` holding `bytes` bytes starting at its first
@@ -210,15 +252,21 @@ public:
     virtual std::string counters() const { return ""; }
 };
 
-// The registry of compiled-in kinds. Returns null for a kind not built in.
+// The registry of compiled-in kinds, host included. Returns null for a kind not built in.
 Accel *accel_for(BufKind kind);
 // Whether the kind was compiled in (configure --enable-X).
 bool accel_built(BufKind kind);
+// Whether any kind built in can do IPC pulls.
+bool any_accel_has_ipc();
+// The settings components are made with; components made already take the new ones.
+void configure_accels(const AccelSettings &settings);
+const AccelSettings &accel_settings();
 // Releases every component's cached objects (MPI_Finalize).
 void shutdown_accels();
 
 // Factories, one per component; each returns null when not built.
-std::unique_ptr<Accel> make_opencl_accel();
-std::unique_ptr<Accel> make_cuda_accel();
+std::unique_ptr<Accel> make_host_accel();
+std::unique_ptr<Accel> make_opencl_accel(const AccelSettings &settings);
+std::unique_ptr<Accel> make_cuda_accel(const AccelSettings &settings);
 
 }  // namespace mpiacc

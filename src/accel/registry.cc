@@ -58,11 +58,46 @@ void CopyBatch::hold(std::shared_ptr<Holder> holder) {
     batch_holders.push_back(std::move(holder));
 }
 
+const AccelCaps &accel_caps(BufKind kind) {
+    static const AccelCaps none{};
+    switch (kind) {
+        case BufKind::HOST: return none;
+#ifdef MPIACC_HAVE_CUDA
+        case BufKind::CUDA: {
+            static const AccelCaps cuda = [] {
+                AccelCaps c;
+                c.device_memory = c.ipc = c.detects_pointers = c.registers_host = true;
+                return c;
+            }();
+            return cuda;
+        }
+#endif
+#ifdef MPIACC_HAVE_OPENCL
+        case BufKind::OPENCL: {
+            static const AccelCaps opencl = [] {
+                AccelCaps c;
+                c.device_memory = c.handle_addressed = true;
+                return c;
+            }();
+            return opencl;
+        }
+#endif
+        default: return none;
+    }
+}
+
+bool any_accel_has_ipc() {
+    for (BufKind k : {BufKind::HOST, BufKind::CUDA, BufKind::OPENCL})
+        if (accel_caps(k).ipc) return true;
+    return false;
+}
+
 namespace {
 // Components are made on first use and live for the process: the CUDA and OpenCL
 // runtimes must not be touched by programs that never pass device memory.
 struct Registry {
-    std::unique_ptr<Accel> cuda, opencl;
+    AccelSettings settings;
+    std::unique_ptr<Accel> host, cuda, opencl;
     bool cuda_made = false, opencl_made = false;
 };
 Registry &registry() {
@@ -71,18 +106,30 @@ Registry &registry() {
 }
 }  // namespace
 
+void configure_accels(const AccelSettings &settings) {
+    Registry &r = registry();
+    r.settings = settings;
+    for (Accel *a : {r.cuda.get(), r.opencl.get()})
+        if (a) a->reconfigure(settings);
+}
+
+const AccelSettings &accel_settings() { return registry().settings; }
+
 Accel *accel_for(BufKind kind) {
     Registry &r = registry();
     switch (kind) {
+        case BufKind::HOST:
+            if (!r.host) r.host = make_host_accel();
+            return r.host.get();
         case BufKind::CUDA:
             if (!r.cuda_made) {
-                r.cuda = make_cuda_accel();
+                r.cuda = make_cuda_accel(r.settings);
                 r.cuda_made = true;
             }
             return r.cuda.get();
         case BufKind::OPENCL:
             if (!r.opencl_made) {
-                r.opencl = make_opencl_accel();
+                r.opencl = make_opencl_accel(r.settings);
                 r.opencl_made = true;
             }
             return r.opencl.get();
@@ -97,10 +144,10 @@ void shutdown_accels() {
 }
 
 #ifndef MPIACC_HAVE_CUDA
-std::unique_ptr<Accel> make_cuda_accel() { return nullptr; }
+std::unique_ptr<Accel> make_cuda_accel(const AccelSettings &) { return nullptr; }
 #endif
 #ifndef MPIACC_HAVE_OPENCL
-std::unique_ptr<Accel> make_opencl_accel() { return nullptr; }
+std::unique_ptr<Accel> make_opencl_accel(const AccelSettings &) { return nullptr; }
 #endif
 
 }  // namespace mpiacc

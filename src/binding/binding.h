@@ -9,7 +9,7 @@
 
 #include "core/buffer_desc.h"
 #include "core/context.h"
-#include "core/error.h"
+#include "util/error.h"
 #include "core/progress.h"
 #include "datatype/layout.h"
 #include "protocol/envelope.h"

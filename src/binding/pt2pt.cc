@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "binding/binding.h"
-#include "core/counters.h"
-#include "core/probe.h"
+#include "util/counters.h"
+#include "util/probe.h"
 #include "pool/pinned_pool.h"
 
 using namespace mpiacc;

@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "core/error.h"
+#include "util/error.h"
 #include "mpiacc.h"
 
 namespace mpiacc {

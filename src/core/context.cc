@@ -9,7 +9,7 @@
 #include "accel/accel.h"
 #include "core/buffer_desc.h"
 #include "core/chunk_trace.h"
-#include "core/probe.h"
+#include "util/probe.h"
 #include "core/progress.h"
 #include "mpiacc.h"
 #include "pool/host_staging.h"
@@ -33,10 +33,28 @@ namespace mpiacc {
 
 namespace {
 
+// What the accelerator components are given of the knobs (they read none themselves).
+AccelSettings accel_settings_from(const Knobs &k, int world_rank) {
+    AccelSettings s;
+    s.world_rank = world_rank;
+    s.verbose = k.verbose;
+    s.slot_size = k.chunk_size;
+    s.pool_bytes = k.pool_size;
+    s.ipc = k.ipc;
+    s.shared_staging = k.shared_staging;
+    s.opencl_platform = k.opencl_platform;
+    s.opencl_cache_entries = k.opencl_cache_size;
+    s.fault_pull = k.fault_pull;
+    s.fault_memop = k.fault_memop;
+    s.fault_resident = k.fault_resident;
+    return s;
+}
+
 void load_knobs(Context &ctx) {
     ctx.knob_errors.clear();
     ctx.knobs = Knobs::from_environment(&ctx.knob_errors);
     ctx.plain_send_below.store(plain_send_limit(ctx.knobs), std::memory_order_relaxed);
+    configure_accels(accel_settings_from(ctx.knobs, ctx.world_rank));
 }
 
 Context *make_context() {
@@ -82,6 +100,7 @@ int initialize_context(int provided_thread_level) {
     ctx.locking = provided_thread_level == MPI_THREAD_MULTIPLE || ctx.knobs.async_progress;
     PMPI_Comm_rank(MPI_COMM_WORLD, &ctx.world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &ctx.world_size);
+    configure_accels(accel_settings_from(ctx.knobs, ctx.world_rank));
     int rc = PMPI_Comm_dup(MPI_COMM_WORLD, &ctx.proto_comm);
     if (rc != MPI_SUCCESS) return rc;
     PMPI_Comm_set_name(ctx.proto_comm, "MPI-ACC protocol");

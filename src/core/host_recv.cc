@@ -5,7 +5,7 @@
 
 #include "accel/accel.h"
 #include "core/context.h"
-#include "core/error.h"
+#include "util/error.h"
 #include "core/progress.h"
 #include "datatype/layout.h"
 

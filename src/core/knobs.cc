@@ -76,6 +76,15 @@ const std::vector<KnobInfo> &Knobs::registry() {
     return knobs;
 }
 
+const std::vector<KnobInfo> &Knobs::test_registry() {
+    static const std::vector<KnobInfo> knobs = {
+#define MPIACC_KNOB(field, env, type, def, doc) {#env, KnobType::type, def, doc},
+#include "core/test_knobs.def"
+#undef MPIACC_KNOB
+    };
+    return knobs;
+}
+
 // The one place in the library that reads the environment for knobs.
 Knobs Knobs::from_environment(std::vector<std::string> *errors) {
     Knobs k;
@@ -91,6 +100,7 @@ Knobs Knobs::from_environment(std::vector<std::string> *errors) {
         }                                                                                                         \
     }
 #include "core/knobs.def"
+#include "core/test_knobs.def"
 #undef MPIACC_KNOB
     return k;
 }
@@ -103,22 +113,10 @@ std::string Knobs::value_text(const char *name) const {
 #define MPIACC_KNOB(field, env, type, def, doc) \
     if (std::strcmp(name, #env) == 0) return MPIACC_KNOB_TEXT_##type(field);
 #include "core/knobs.def"
+#include "core/test_knobs.def"
 #undef MPIACC_KNOB
     return "";
 }
 
-bool fault_planned(const std::string &spec, int rank, long event) {
-    // Parsed each time: a test makes a handful of the events it counts.
-    for (std::size_t at = 0; at < spec.size();) {
-        std::size_t end = spec.find(',', at);
-        if (end == std::string::npos) end = spec.size();
-        int r = -1;
-        long nth = 0;
-        if (std::sscanf(spec.substr(at, end - at).c_str(), "%d:%ld", &r, &nth) == 2 && r == rank && nth == event)
-            return true;
-        at = end + 1;
-    }
-    return false;
-}
 
 }  // namespace mpiacc

@@ -23,13 +23,16 @@ struct Knobs {
 #define MPIACC_KNOB_STRING std::string
 #define MPIACC_KNOB(field, env, type, def, doc) MPIACC_KNOB_##type field{};
 #include "core/knobs.def"
+#include "core/test_knobs.def"
 #undef MPIACC_KNOB
 
     // Parse every knob. A malformed value is reported in `errors` and the default is used.
     static Knobs from_environment(std::vector<std::string> *errors);
-    // The registry, in declaration order.
+    // The user knobs (knobs.def), in declaration order: what mpiacc_info lists.
     static const std::vector<KnobInfo> &registry();
-    // The effective value of knob `name` as text, or "" if unknown.
+    // The test-only knobs (test_knobs.def): fault injection and path settings for tests.
+    static const std::vector<KnobInfo> &test_registry();
+    // The effective value of knob `name` (either registry) as text, or "" if unknown.
     std::string value_text(const char *name) const;
 };
 
@@ -44,10 +47,6 @@ inline std::size_t host_rndv_hint_floor(const Knobs &k) {
 bool parse_bool(const std::string &text, bool *out);
 bool parse_size(const std::string &text, std::size_t *out);
 bool parse_int(const std::string &text, long *out);
-
-// The testing-only fault knobs (MPIACC_FAULT_*): `spec` is "RANK:N[,RANK:N...]"; true when
-// `event`, counted from 1 on this process, is the N-th of world rank `rank` in it.
-bool fault_planned(const std::string &spec, int rank, long event);
 
 }  // namespace mpiacc
 

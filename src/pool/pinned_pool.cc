@@ -10,7 +10,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "core/error.h"
+#include "util/error.h"
 
 namespace mpiacc {
 

@@ -16,8 +16,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "core/counters.h"
-#include "core/error.h"
+#include "util/counters.h"
+#include "util/error.h"
 
 namespace mpiacc {
 

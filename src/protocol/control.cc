@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "core/context.h"
-#include "core/counters.h"
+#include "util/counters.h"
 #include "netmod/netmod.h"
 #include "protocol/transfer.h"
 

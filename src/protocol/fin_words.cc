@@ -5,8 +5,8 @@
 
 #include "accel/accel.h"
 #include "core/context.h"
-#include "core/counters.h"
-#include "core/error.h"
+#include "util/counters.h"
+#include "util/error.h"
 
 namespace mpiacc {
 

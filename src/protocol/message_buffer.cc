@@ -12,8 +12,9 @@
 
 #include "core/buffer_desc.h"
 #include "core/context.h"
-#include "core/counters.h"
-#include "core/error.h"
+#include "util/counters.h"
+#include "util/error.h"
+#include "util/fault.h"
 #include "netmod/netmod.h"
 #include "pool/pinned_pool.h"
 #include "protocol/transfer.h"

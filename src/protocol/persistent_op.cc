@@ -1,6 +1,6 @@
 #include "core/buffer_desc.h"
 #include "core/context.h"
-#include "core/error.h"
+#include "util/error.h"
 #include "protocol/transfer.h"
 
 namespace mpiacc {

@@ -4,9 +4,9 @@
 
 #include "core/chunk_trace.h"
 #include "core/context.h"
-#include "core/counters.h"
-#include "core/error.h"
-#include "core/probe.h"
+#include "util/counters.h"
+#include "util/error.h"
+#include "util/probe.h"
 #include "core/progress.h"
 #include "netmod/netmod.h"
 #include "pool/pinned_pool.h"

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/counters.h"
+#include "util/counters.h"
 #include "protocol/transfer.h"
 
 using namespace mpiacc;

@@ -1,6 +1,7 @@
 // The knob registry (src/core/knobs.def): parsers, environment overrides, malformed
 // values, and that every knob is listed and documented.
 #include "core/knobs.h"
+#include "util/fault.h"
 
 #include <gtest/gtest.h>
 

@@ -23,8 +23,8 @@
 
 #include "accel/cuda/cuda_accel.h"
 #include "accel/cuda/memtype_cache.h"
-#include "core/counters.h"
-#include "core/error.h"
+#include "util/counters.h"
+#include "util/error.h"
 #include "pool/pinned_pool.h"
 
 extern char **environ;
@@ -451,7 +451,7 @@ TEST(CudaAccel, without_a_driver_is_unavailable_and_capture_fails_cleanly) {
 }
 
 TEST(CudaAccel, factory_makes_the_cuda_component) {
-    auto accel = make_cuda_accel();
+    auto accel = make_cuda_accel(accel_settings());
     ASSERT_NE(accel, nullptr);
     EXPECT_EQ(accel->kind(), BufKind::CUDA);
 }

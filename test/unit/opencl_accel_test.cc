@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "accel/opencl/opencl_accel.h"
-#include "core/counters.h"
+#include "util/counters.h"
 #include "pool/pinned_pool.h"
 #include "pool/shared_memory.h"
 

@@ -21,9 +21,10 @@
 #include "accel/cuda/memtype_cache.h"
 #include "accel/cuda/resident_copier.h"
 #include "core/context.h"
-#include "core/counters.h"
-#include "core/error.h"
-#include "core/probe.h"
+#include "util/counters.h"
+#include "util/error.h"
+#include "util/fault.h"
+#include "util/probe.h"
 #include "pool/pinned_pool.h"
 #include "pool/shared_memory.h"
 
@@ -2215,6 +2216,6 @@ std::string CudaAccel::counters() const {
     return out;
 }
 
-std::unique_ptr<Accel> make_cuda_accel() { return std::make_unique<CudaAccel>(); }
+std::unique_ptr<Accel> make_cuda_accel(const AccelSettings &) { return std::make_unique<CudaAccel>(); }
 
 }  // namespace mpiacc

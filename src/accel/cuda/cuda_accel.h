@@ -58,6 +58,6 @@ private:
     int unmap_hook_ = 0;  // add_peer_segment_unmap_hook's handle: drops registrations of unmapped segments
 };
 
-std::unique_ptr<Accel> make_cuda_accel();
+std::unique_ptr<Accel> make_cuda_accel(const AccelSettings &settings);
 
 }  // namespace mpiacc

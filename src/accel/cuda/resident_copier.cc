@@ -5,8 +5,9 @@
 
 #include "accel/cuda/cuda_quiet.h"
 #include "core/context.h"
-#include "core/counters.h"
-#include "core/error.h"
+#include "util/counters.h"
+#include "util/error.h"
+#include "util/fault.h"
 #include "core/knobs.h"
 
 namespace mpiacc {

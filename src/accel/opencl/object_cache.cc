@@ -10,8 +10,8 @@
 #include <cstring>
 #include <utility>
 
-#include "core/counters.h"
-#include "core/error.h"
+#include "util/counters.h"
+#include "util/error.h"
 
 namespace mpiacc {
 namespace opencl {

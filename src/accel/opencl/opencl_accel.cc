@@ -22,7 +22,7 @@
 #include <utility>
 
 #include "core/context.h"
-#include "core/error.h"
+#include "util/error.h"
 #include "pool/shared_memory.h"
 
 namespace mpiacc {
@@ -621,6 +621,6 @@ std::size_t OpenClAccel::cached_entries() const {
     return cache_->size();
 }
 
-std::unique_ptr<Accel> make_opencl_accel() { return std::make_unique<OpenClAccel>(); }
+std::unique_ptr<Accel> make_opencl_accel(const AccelSettings &) { return std::make_unique<OpenClAccel>(); }
 
 }  // namespace mpiacc

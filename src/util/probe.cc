@@ -1,4 +1,4 @@
-#include "core/probe.h"
+#include "util/probe.h"
 
 #ifdef MPIACC_PROBES
 

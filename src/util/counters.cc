@@ -1,4 +1,4 @@
-#include "core/counters.h"
+#include "util/counters.h"
 
 #include <map>
 #include <memory>
