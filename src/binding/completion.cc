@@ -9,6 +9,7 @@
 
 #include "accel/accel.h"
 #include "binding/binding.h"
+#include "protocol/state.h"
 
 using namespace mpiacc;
 
@@ -20,7 +21,7 @@ void empty_status(MPI_Status *st) {
 
 // Nothing of MPI-ACC's is involved: the call can go straight to MPICH.
 bool only_mpich(const Context &ctx) {
-    return !ctx.initialized || (ctx.pending.get() == 0 && ctx.user_ops.empty() && ctx.host_recvs.empty());
+    return !ctx.initialized || (ctx.pending.get() == 0 && ctx.user_ops.empty() && protocol_state().host_recvs.empty());
 }
 
 // Test calls make one full progress round in 16; the others skip polling host receives
@@ -80,7 +81,7 @@ public:
         // them again (the progress rule), whoever waits for them next.
         if (s_->classified) {
             StateLock lock;
-            ++context().host_recvs.epoch;
+            ++protocol_state().host_recvs.epoch;
         }
     }
     ScratchLease(const ScratchLease &) = delete;
@@ -99,13 +100,12 @@ private:
 // a rendezvous whose data may depend on what this rank does next. Blocking, the
 // rendezvous runs here to its end.
 Check complete_record(MPI_Request *req, MPI_Status *status, int *rc, bool block, bool *found) {
-    Context &ctx = context();
     std::unique_ptr<RecvOp> op;
     MPI_Comm comm = MPI_COMM_NULL;
     int err = MPI_SUCCESS;
     {
         StateLock lock;
-        HostRecv *rec = ctx.host_recvs.find(*req);
+        HostRecv *rec = protocol_state().host_recvs.find(*req);
         *found = rec != nullptr;
         if (!rec) return Check::PENDING;
         if (!block) {
@@ -126,7 +126,7 @@ Check complete_record(MPI_Request *req, MPI_Status *status, int *rc, bool block,
             mrc = PMPI_Test(&h, &flag, &mst);
         }
         if (!flag) return Check::PENDING;
-        ++ctx.host_recvs.changes;  // a multiple-completion call below us may hold it
+        ++protocol_state().host_recvs.changes;  // a multiple-completion call below us may hold it
         op = complete_host_recv(rec, mst, mrc, status, &err, &comm);
         *req = MPI_REQUEST_NULL;
     }
@@ -139,17 +139,16 @@ Check complete_record(MPI_Request *req, MPI_Status *status, int *rc, bool block,
 // Tests request *req once. `retire` completes it (frees/reset) when done; otherwise only
 // peeks (MPI_Testall must not complete a subset).
 Check check_one(MPI_Request *req, MPI_Status *st, bool retire, int *rc) {
-    Context &ctx = context();
     *rc = MPI_SUCCESS;
     if (*req == MPI_REQUEST_NULL) return Check::NULL_OR_INACTIVE;
-    if (!ctx.host_recvs.empty()) {
+    if (!protocol_state().host_recvs.empty()) {
         if (retire) {
             bool found;
             Check c = complete_record(req, st, rc, false, &found);
             if (found) return c;
         } else {
             StateLock lock;
-            if (HostRecv *rec = ctx.host_recvs.find(*req)) {
+            if (HostRecv *rec = protocol_state().host_recvs.find(*req)) {
                 switch (poll_host_recv(rec)) {
                     case HostRecvPoll::PENDING: return Check::PENDING;
                     case HostRecvPoll::DELIVERED: return Check::DONE;
@@ -183,7 +182,7 @@ void mark_done(Scratch &s, int i, char how, std::vector<int> *order) {
 // ops, and marks the records as tested by this call. Caller holds the StateLock.
 void classify(int count, MPI_Request reqs[], Scratch &s, std::vector<int> *order) {
     Context &ctx = context();
-    HostRecvTable &t = ctx.host_recvs;
+    HostRecvTable &t = protocol_state().host_recvs;
     const std::uint32_t epoch = ++t.epoch;
     const bool any_recs = !t.empty(), any_ops = !ctx.user_ops.empty();
     if (s.batch.size() < static_cast<std::size_t>(count)) {
@@ -239,7 +238,7 @@ int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit,
         // nothing: envelopes that complete host receives together start their pulls
         // together (accel.h). Closed before the lock is.
         std::optional<CopyBatch> batch;
-        if (!s.classified || s.changes != ctx.host_recvs.changes) classify(count, reqs, s, order);
+        if (!s.classified || s.changes != protocol_state().host_recvs.changes) classify(count, reqs, s, order);
         for (int i : s.op_entries) {
             if (s.done[i] || newly >= limit) continue;
             Op *op = find_user_op(reqs[i]);
@@ -379,7 +378,7 @@ extern "C" {
 int MPI_Wait(MPI_Request *req, MPI_Status *status) {
     Context &ctx = context();
     if (only_mpich(ctx)) return PMPI_Wait(req, status);
-    if (!ctx.host_recvs.empty()) {
+    if (!protocol_state().host_recvs.empty()) {
         for (unsigned round = 0;; ++round) {
             // A host receive that is the only thing in flight blocks in MPICH: nothing
             // else needs driving, and an envelope completes MPICH's request too.
@@ -541,9 +540,9 @@ int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *status) {
     Context &ctx = context();
     if (only_mpich(ctx)) return PMPI_Request_get_status(req, flag, status);
     test_progress();
-    if (!ctx.host_recvs.empty()) {
+    if (!protocol_state().host_recvs.empty()) {
         StateLock lock;
-        if (HostRecv *rec = ctx.host_recvs.find(req)) {
+        if (HostRecv *rec = protocol_state().host_recvs.find(req)) {
             HostRecvPoll p = poll_host_recv(rec);
             if (p != HostRecvPoll::PROMOTED) {
                 *flag = p == HostRecvPoll::DELIVERED ? 1 : 0;
@@ -575,9 +574,9 @@ int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *status) {
 
 int MPI_Request_free(MPI_Request *req) {
     Context &ctx = context();
-    if (ctx.initialized && !ctx.host_recvs.empty()) {
+    if (ctx.initialized && !protocol_state().host_recvs.empty()) {
         StateLock lock;
-        if (HostRecv *rec = ctx.host_recvs.find(*req)) {
+        if (HostRecv *rec = protocol_state().host_recvs.find(*req)) {
             int rc = free_host_recv(rec);
             *req = MPI_REQUEST_NULL;
             return rc;
@@ -589,9 +588,9 @@ int MPI_Request_free(MPI_Request *req) {
 
 int MPI_Cancel(MPI_Request *req) {
     Context &ctx = context();
-    if (ctx.initialized && !ctx.host_recvs.empty()) {
+    if (ctx.initialized && !protocol_state().host_recvs.empty()) {
         StateLock lock;
-        if (HostRecv *rec = ctx.host_recvs.find(*req)) return cancel_host_recv(rec);
+        if (HostRecv *rec = protocol_state().host_recvs.find(*req)) return cancel_host_recv(rec);
     }
     if (ctx.initialized) {
         if (Op *op = find_user_op(*req)) {
@@ -604,14 +603,14 @@ int MPI_Cancel(MPI_Request *req) {
 
 int MPI_Start(MPI_Request *req) {
     Context &ctx = context();
-    if (!ctx.initialized || (ctx.user_ops.empty() && ctx.unposted_count.load(std::memory_order_relaxed) == 0))
+    if (!ctx.initialized || (ctx.user_ops.empty() && protocol_state().unposted_count.load(std::memory_order_relaxed) == 0))
         return PMPI_Start(req);
     return start_one(req);
 }
 
 int MPI_Startall(int count, MPI_Request reqs[]) {
     Context &ctx = context();
-    if (!ctx.initialized || (ctx.user_ops.empty() && ctx.unposted_count.load(std::memory_order_relaxed) == 0))
+    if (!ctx.initialized || (ctx.user_ops.empty() && protocol_state().unposted_count.load(std::memory_order_relaxed) == 0))
         return PMPI_Startall(count, reqs);
     for (int i = 0; i < count; ++i) {
         int rc = start_one(&reqs[i]);

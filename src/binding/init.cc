@@ -1,8 +1,20 @@
 // MPI_Init*/MPI_Finalize: MPICH first, then MPI-ACC's context (keyvals, the private
 // communicator, the control channel).
 #include "binding/binding.h"
+#include "protocol/state.h"
 
 using namespace mpiacc;
+
+namespace {
+// After MPICH's own initialisation: the context, the protocol, then the progress thread
+// (which drives the protocol).
+int initialize_library(int provided_thread_level) {
+    int rc = initialize_context(provided_thread_level);
+    if (rc == MPI_SUCCESS) rc = protocol_initialize();
+    if (rc == MPI_SUCCESS) start_progress_thread();
+    return rc;
+}
+}  // namespace
 
 extern "C" {
 
@@ -18,7 +30,7 @@ int MPI_Init(int *argc, char ***argv) {
         PMPI_Query_thread(&provided);
     }
     if (rc != MPI_SUCCESS) return rc;
-    return initialize_context(provided);
+    return initialize_library(provided);
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
@@ -29,10 +41,11 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     if (rc != MPI_SUCCESS) return rc;
     // The application is told what it asked for, capped by what MPICH gave.
     *provided = got < required ? got : required;
-    return initialize_context(got);
+    return initialize_library(got);
 }
 
 int MPI_Finalize(void) {
+    protocol_finalize();
     finalize_context();
     return PMPI_Finalize();
 }

@@ -24,7 +24,7 @@ int require_host(const void *typed, MPI_Datatype type, const char *typed_arg, co
                  const char *bytes_arg, MPI_Comm comm, const char *call) {
     std::string why;
     int rc = require_host_buffer(typed, type, typed_arg, kRefusal, &why);
-    if (rc == MPI_SUCCESS && context().cuda_autodetect_active)
+    if (rc == MPI_SUCCESS && context().autodetect_active)
         rc = require_host_buffer(bytes, MPI_BYTE, bytes_arg, kRefusal, &why);
     return rc == MPI_SUCCESS ? rc : raise_error(comm, rc, call, why);
 }

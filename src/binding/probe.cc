@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "binding/binding.h"
+#include "protocol/state.h"
 
 using namespace mpiacc;
 
@@ -17,7 +18,7 @@ void probe_status(const StashedEnvelope &s, MPI_Status *status) {
 }
 
 const StashedEnvelope *find_stashed(int source, int tag, MPI_Comm comm) {
-    for (auto &p : context().stash)
+    for (auto &p : protocol_state().stash)
         if (stash_matches(*p, source, tag, comm)) return p.get();
     return nullptr;
 }
@@ -41,7 +42,6 @@ std::unique_ptr<StashedEnvelope> receive_head(const MPI_Status &st, MPI_Comm com
 }
 
 int iprobe_common(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
-    Context &ctx = context();
     progress_poke();
     StateLock lock;
     if (const StashedEnvelope *s = find_stashed(source, tag, comm)) {
@@ -59,7 +59,7 @@ int iprobe_common(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *sta
             return MPI_SUCCESS;
         }
         probe_status(*s, status);
-        ctx.stash.push_back(std::move(s));
+        protocol_state().stash.push_back(std::move(s));
         return MPI_SUCCESS;
     }
     if (status != MPI_STATUS_IGNORE) *status = st;
@@ -72,15 +72,14 @@ MPI_Message hand_out(std::unique_ptr<StashedEnvelope> s) {
     Context &ctx = context();
     PMPI_Recv_init(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, ctx.proto_comm, &s->placeholder);
     auto handle = static_cast<MPI_Message>(s->placeholder);
-    ctx.probed_messages[handle] = std::move(s);
+    protocol_state().probed_messages[handle] = std::move(s);
     return handle;
 }
 
 int improbe_common(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status) {
-    Context &ctx = context();
     progress_poke();
     StateLock lock;
-    if (!ctx.stash.empty()) {
+    if (!protocol_state().stash.empty()) {
         if (std::unique_ptr<StashedEnvelope> s = take_stashed(source, tag, comm)) {
             *flag = 1;
             probe_status(*s, status);
@@ -107,10 +106,10 @@ int mrecv_common(void *buf, int count, MPI_Datatype type, MPI_Message *message, 
     std::unique_ptr<StashedEnvelope> s;
     {
         StateLock lock;
-        auto it = ctx.probed_messages.find(*message);
-        if (it != ctx.probed_messages.end()) {
+        auto it = protocol_state().probed_messages.find(*message);
+        if (it != protocol_state().probed_messages.end()) {
             s = std::move(it->second);
-            ctx.probed_messages.erase(it);
+            protocol_state().probed_messages.erase(it);
         }
     }
     if (s) {
@@ -165,7 +164,7 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
     Context &ctx = context();
     if (!ctx.initialized || source == MPI_PROC_NULL) return PMPI_Probe(source, tag, comm, status);
-    if (!transfers_in_flight() && ctx.stash.empty()) {
+    if (!transfers_in_flight() && protocol_state().stash.empty()) {
         MPI_Status st;
         int rc = PMPI_Probe(source, tag, comm, &st);
         if (rc != MPI_SUCCESS) return rc;

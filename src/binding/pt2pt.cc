@@ -6,6 +6,7 @@
 #include "util/counters.h"
 #include "util/probe.h"
 #include "pool/pinned_pool.h"
+#include "protocol/state.h"
 
 using namespace mpiacc;
 
@@ -274,18 +275,18 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
         const std::size_t after_decline_max =
             blocking ? ctx.knobs.device_eager_max : eager_after_decline_max(ctx.knobs);
         stages_after_decline =
-            ipc_candidate && may_go_eager && mb.bytes <= after_decline_max && world_dest >= 0 && ctx.eager_sends_left;
+            ipc_candidate && may_go_eager && mb.bytes <= after_decline_max && world_dest >= 0 && protocol_state().eager_sends_left;
         // A run a blocking receive's refusal started holds for blocking sends only: the
         // peer's nonblocking receives pull small sends faster than they stage at the call.
         if (stages_after_decline &&
-            (blocking || !ctx.eager_blocking_only[world_dest].load(std::memory_order_relaxed))) {
+            (blocking || !protocol_state().eager_blocking_only[world_dest].load(std::memory_order_relaxed))) {
             // This peer declined the last small pull (its receive was host memory, which
             // the staged eager path serves in one step: 7.8 us against 10.2 for 8 bytes
             // D->H on the H200 machine). Either path is correct for any receive; after a
             // run of staged sends (kEagerRun, doubling while it keeps declining) IPC is
             // offered again, so a peer that now receives into device memory gets the
             // pull back.
-            std::atomic<int> &left = ctx.eager_sends_left[world_dest];
+            std::atomic<int> &left = protocol_state().eager_sends_left[world_dest];
             // The receiver may have asked for pulls again since (a PULL_HINT: its receives
             // are device memory now).
             if (left.load(std::memory_order_relaxed) > 0) poll_pull_hints();
@@ -372,7 +373,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
 // The commonest nonblocking receive (builtin type, host memory, no stashed envelope that
 // could match first): a record, no RecvOp, no look at anything else.
 inline bool plain_host_irecv(const Context &ctx, const void *buf, int count, MPI_Datatype type, int source) {
-    return ctx.initialized && source != MPI_PROC_NULL && is_builtin_type(type) && count >= 0 && ctx.stash.empty() &&
+    return ctx.initialized && source != MPI_PROC_NULL && is_builtin_type(type) && count >= 0 && protocol_state().stash.empty() &&
            buffer_is_plain_host(ctx, buf);
 }
 
@@ -387,7 +388,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     if (request && plain_host_irecv(ctx, buf, count, type, source))
         return post_host_recv(buf, count, type, static_cast<std::size_t>(count) * builtin_type_size(type), source, tag,
                               comm, call, request);
-    if (!ctx.stash.empty()) {
+    if (!protocol_state().stash.empty()) {
         std::unique_ptr<StashedEnvelope> s;
         {
             StateLock lock;
@@ -497,11 +498,10 @@ bool stash_matches(const StashedEnvelope &s, int source, int tag, MPI_Comm comm)
 }
 
 std::unique_ptr<StashedEnvelope> take_stashed(int source, int tag, MPI_Comm comm) {
-    Context &ctx = context();
-    for (auto it = ctx.stash.begin(); it != ctx.stash.end(); ++it) {
+    for (auto it = protocol_state().stash.begin(); it != protocol_state().stash.end(); ++it) {
         if (!stash_matches(**it, source, tag, comm)) continue;
         std::unique_ptr<StashedEnvelope> out = std::move(*it);
-        ctx.stash.erase(it);
+        protocol_state().stash.erase(it);
         return out;
     }
     return nullptr;
@@ -619,7 +619,7 @@ extern "C" {
 
 int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
     const Context &ctx = context();
-    if (!ctx.cuda_autodetect_active && plain_host_send(ctx, buf, count, type) && !transfers_in_flight())
+    if (!ctx.autodetect_active && plain_host_send(ctx, buf, count, type) && !transfers_in_flight())
         return PMPI_Send(buf, count, type, dest, tag, comm);
 #ifdef MPIACC_PROBES
     int rc = send_checked(buf, count, type, dest, tag, comm);
@@ -640,7 +640,7 @@ int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
 }
 int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
     const Context &ctx = context();
-    if (!ctx.cuda_autodetect_active && plain_host_send(ctx, buf, count, type))
+    if (!ctx.autodetect_active && plain_host_send(ctx, buf, count, type))
         return PMPI_Isend(buf, count, type, dest, tag, comm, req);
     return isend_checked(buf, count, type, dest, tag, comm, req);
 }
@@ -655,7 +655,7 @@ int MPI_Irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
 }
 int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status) {
     const Context &ctx = context();
-    if (!ctx.cuda_autodetect_active && plain_host_irecv(ctx, buf, count, type, source) && !transfers_in_flight())
+    if (!ctx.autodetect_active && plain_host_irecv(ctx, buf, count, type, source) && !transfers_in_flight())
         return plain_recv(buf, count, type, source, tag, comm, status);
 #ifdef MPIACC_PROBES
     int rc = recv_checked(buf, count, type, source, tag, comm, status);

@@ -160,7 +160,7 @@ int MPI_Rget_accumulate(const void *obuf, int ocount, MPI_Datatype otype, void *
 // A window base is untyped: only CUDA memory found by pointer query is refused.
 int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win) {
     const Context &ctx = context();
-    if (ctx.initialized && ctx.cuda_autodetect_active && base != nullptr && size > 0) {
+    if (ctx.initialized && ctx.autodetect_active && base != nullptr && size > 0) {
         std::string why;
         int rc = require_host_buffer(base, MPI_BYTE, "base", kRefusal, &why);
         if (rc != MPI_SUCCESS) return raise_error(comm, rc, "MPI_Win_create", why);
@@ -249,7 +249,7 @@ int MPI_Win_start(MPI_Group group, int assert, MPI_Win win) {
 
 int MPI_Win_attach(MPI_Win win, void *base, MPI_Aint size) {
     const Context &ctx = context();
-    if (ctx.initialized && ctx.cuda_autodetect_active && base != nullptr && size > 0) {
+    if (ctx.initialized && ctx.autodetect_active && base != nullptr && size > 0) {
         const char *call = "MPI_Win_attach";
         MPIACC_RMA_HOST(base, MPI_BYTE, "base");
     }

@@ -112,7 +112,7 @@ int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std:
             }
         }
     }
-    if (!attrs->kind_given && ctx.cuda_autodetect_active && buf != nullptr) {
+    if (!attrs->kind_given && ctx.autodetect_active && buf != nullptr) {
         int ordinal = -1;
         Accel *cuda = accel_for(BufKind::CUDA);
         if (cuda && cuda->owns_pointer(buf, &ordinal)) {
@@ -124,7 +124,7 @@ int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std:
                 "and the buffer is not CUDA device memory";
             return MPI_ERR_BUFFER;
         }
-    } else if (!attrs->kind_given && attrs->kind == BufKind::CUDA && !ctx.cuda_autodetect_active) {
+    } else if (!attrs->kind_given && attrs->kind == BufKind::CUDA && !ctx.autodetect_active) {
         *why =
             "MPIX_ACC_STREAM/MPIX_ACC_EVENT/MPIX_ACC_DEVICE given without MPIX_ACC_BUF_TYPE, and "
             "CUDA pointer detection is off (MPIACC_CUDA_AUTODETECT=0 or no CUDA device)";

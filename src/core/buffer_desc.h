@@ -23,20 +23,20 @@ int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std:
 // pointers are not looked for. The calls that only refuse device buffers (collectives,
 // one-sided, pack) then look at nothing.
 inline bool only_host_buffers(const Context &ctx) {
-    return ctx.tagged_type_count.load(std::memory_order_relaxed) == 0 && !ctx.cuda_autodetect_active;
+    return ctx.tagged_type_count.load(std::memory_order_relaxed) == 0 && !ctx.autodetect_active;
 }
 
 // The common case, inlined into every binding: no type carries attributes, and either
 // autodetection is off or `buf` is host memory. Memory autodetection has seen before is
 // read from the memory-kind cache's host table inline (known_host.h: a few loads, the
 // CUDA-aware convention's cost, DESIGN.md 5); the rest is asked of the cache, and of the
-// driver once. The entry points test `!cuda_autodetect_active` first, so with it off none
+// driver once. The entry points test `!autodetect_active` first, so with it off none
 // of this is compiled into their fast path.
 inline bool buffer_is_plain_host(const Context &ctx, const void *buf) {
     if (ctx.tagged_type_count.load(std::memory_order_relaxed) != 0) return false;
-    if (!ctx.cuda_autodetect_active || ctx.known_host.contains(buf)) return true;
+    if (!ctx.autodetect_active || ctx.known_host.contains(buf)) return true;
     int ordinal;
-    return !ctx.cuda_accel->owns_pointer(buf, &ordinal);
+    return !ctx.detecting_accel->owns_pointer(buf, &ordinal);
 }
 
 // Keyval callbacks: they keep Context::tagged_types exact as types are duplicated,

@@ -8,15 +8,11 @@
 
 #include "accel/accel.h"
 #include "core/buffer_desc.h"
-#include "core/chunk_trace.h"
-#include "util/probe.h"
 #include "core/progress.h"
 #include "mpiacc.h"
-#include "pool/host_staging.h"
+#include "util/node_identity.h"
+#include "util/probe.h"
 #include "pool/shared_memory.h"
-#include "protocol/envelope.h"
-#include "protocol/fin_words.h"
-#include "protocol/transfer.h"
 
 // The public keyvals (DESIGN.md 1): valid after MPI_Init.
 extern "C" {
@@ -119,25 +115,8 @@ int initialize_context(int provided_thread_level) {
     // Who shares this node decides, before any envelope, whether a device send may take
     // the IPC pull rather than the staged eager path.
     ctx.node_ids.assign(ctx.world_size, 0);
-    ctx.eager_sends_left = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(ctx.world_size));
-    ctx.eager_run = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(ctx.world_size));
-    ctx.eager_blocking_only = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(ctx.world_size));
-    // With it, where each rank's FIN words are (protocol/fin_words.h), in the same exchange.
-    struct PeerFacts {
-        std::uint64_t node_id;
-        FinWordsOffer fin_words;
-    };
-    const PeerFacts mine{ctx.node_id, open_fin_words(ctx.pid, ctx.pid_namespace)};
-    std::vector<PeerFacts> facts(static_cast<std::size_t>(ctx.world_size));
-    rc = PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, facts.data(), sizeof mine, MPI_BYTE, ctx.proto_comm);
+    rc = PMPI_Allgather(&ctx.node_id, 1, MPI_UINT64_T, ctx.node_ids.data(), 1, MPI_UINT64_T, ctx.proto_comm);
     if (rc != MPI_SUCCESS) return rc;
-    std::unordered_map<int, FinWordsOffer> offers;  // only a rank on this node pulls
-    for (std::size_t r = 0; r < facts.size(); ++r) {
-        ctx.node_ids[r] = facts[r].node_id;
-        if (facts[r].node_id == ctx.node_id && facts[r].fin_words.words != 0)
-            offers.emplace(static_cast<int>(r), facts[r].fin_words);
-    }
-    set_peer_fin_words(std::move(offers));
 
     int *publics[] = {&MPIX_ACC_BUF_TYPE, &MPIX_ACC_STREAM, &MPIX_ACC_COMMAND_QUEUE, &MPIX_ACC_EVENT,
                       &MPIX_ACC_CONTEXT,  &MPIX_ACC_DEVICE, &MPIX_ACC_OFFSET};
@@ -148,91 +127,69 @@ int initialize_context(int provided_thread_level) {
         if (rc != MPI_SUCCESS) return rc;
         *publics[i] = *ours[i];
     }
-    if (ctx.knobs.cuda_autodetect && accel_built(BufKind::CUDA)) {
-        Accel *cuda = accel_for(BufKind::CUDA);
-        ctx.cuda_autodetect_active = cuda && cuda->available();
-        if (ctx.cuda_autodetect_active) {
-            ctx.cuda_accel = cuda;
-            ctx.known_host = cuda->known_host_memory();
+    // CUDA-aware autodetection: the kind that finds its own pointers (AccelCaps).
+    if (ctx.knobs.cuda_autodetect) {
+        for (BufKind kind : {BufKind::CUDA, BufKind::OPENCL}) {
+            if (!accel_caps(kind).detects_pointers) continue;
+            Accel *accel = accel_for(kind);
+            if (!accel || !accel->available()) continue;
+            ctx.autodetect_active = true;
+            ctx.detecting_accel = accel;
+            ctx.known_host = accel->known_host_memory();
+            break;
         }
     }
     if (ctx.world_rank == 0)
         for (const std::string &e : ctx.knob_errors) std::fprintf(stderr, "MPI-ACC warning: %s\n", e.c_str());
     ctx.initialized = true;
-    if (ctx.knobs.async_progress) {
-        if (provided_thread_level == MPI_THREAD_MULTIPLE)
-            ctx.progress_thread = std::thread(progress_thread_main);
-        else if (ctx.world_rank == 0)
-            std::fprintf(stderr,
-                         "MPI-ACC warning: MPIACC_ASYNC_PROGRESS=1 needs MPI_THREAD_MULTIPLE, which MPICH "
-                         "did not provide; progress stays in MPI calls\n");
-    }
     return MPI_SUCCESS;
 }
+
+void start_progress_thread() {
+    Context &ctx = context();
+    if (!ctx.knobs.async_progress) return;
+    if (ctx.thread_level == MPI_THREAD_MULTIPLE)
+        ctx.progress_thread = std::thread(progress_thread_main);
+    else if (ctx.world_rank == 0)
+        std::fprintf(stderr,
+                     "MPI-ACC warning: MPIACC_ASYNC_PROGRESS=1 needs MPI_THREAD_MULTIPLE, which MPICH "
+                     "did not provide; progress stays in MPI calls\n");
+}
+
+void stop_progress_thread() {
+    Context &ctx = context();
+    if (!ctx.progress_thread.joinable()) return;
+    ctx.stop_progress_thread = true;
+    ctx.progress_thread.join();
+}
+
+void destroy_ops() {
+    Context &ctx = context();
+    StateLock lock;
+    ctx.retired_ops.clear();
+    ctx.user_ops.clear();
+    ctx.detached_ops.clear();
+}
+
+void forget_pending() { context().pending.reset(); }
 
 void finalize_context() {
     Context &ctx = context();
     if (!ctx.initialized) return;
-    // Transfers the user can no longer wait for (freed requests, buffered sends) still
-    // have to reach their receivers. Receives nobody waits for are cancelled.
-    {
-        StateLock lock;
-        for (auto &op : ctx.detached_ops)
-            if (dynamic_cast<RecvOp *>(op.get())) op->cancel();
-        cancel_detached_host_recvs();
-    }
-    progress_until([&] {
-        StateLock lock;
-        return ctx.detached_ops.empty() && !detached_host_recvs_left();
-    });
-    if (ctx.progress_thread.joinable()) {
-        ctx.stop_progress_thread = true;
-        ctx.progress_thread.join();
-    }
     StateLock lock;
-    if (ctx.knobs.verbose >= 3) print_chunk_trace();
 #ifdef MPIACC_PROBES
     write_probes(ctx.world_rank);
 #endif
-    ctx.retired_ops.clear();
-    ctx.user_ops.clear();
-    ctx.host_staging.reset();  // no send is left to read it, and receivers finished with each chunk
-    ctx.host_chunks.reset();   // every chunk send in it has completed or been retired
-    release_all_host_recvs();
-    ctx.stash.clear();
-    ctx.probed_messages.clear();
-    ctx.pending.reset();
-    finish_peer_hints();
-    drain_control_messages();
-    clear_bounce_cache();
-    shutdown_accels();
-    close_fin_words();      // no transfer is left to write or read them
-    unmap_peer_segments();  // the accelerators' registrations of them are gone now
     for (int *kv : {&ctx.keyvals.buf_type, &ctx.keyvals.stream, &ctx.keyvals.command_queue, &ctx.keyvals.event,
                     &ctx.keyvals.context, &ctx.keyvals.device, &ctx.keyvals.offset})
         if (*kv != MPI_KEYVAL_INVALID) PMPI_Type_free_keyval(kv);
     if (ctx.proto_comm != MPI_COMM_NULL) PMPI_Comm_free(&ctx.proto_comm);
     if (ctx.meeting_comm != MPI_COMM_NULL) PMPI_Comm_free(&ctx.meeting_comm);
     ctx.initialized = false;
-    ctx.cuda_autodetect_active = false;
-    ctx.cuda_accel = nullptr;
+    ctx.autodetect_active = false;
+    ctx.detecting_accel = nullptr;
     ctx.known_host = KnownHostGranules{};
 }
-
-namespace {
-// A host pool of chunk-sized slots, made on first use and kept to MPI_Finalize.
-PinnedPool *host_pool(std::unique_ptr<PinnedPool> *pool,
-                      std::unique_ptr<PinnedPool> (*make)(std::size_t slot_size, std::size_t capacity_bytes)) {
-    const Context &ctx = context();
-    if (!*pool)
-        *pool = make(static_cast<std::size_t>(ctx.knobs.chunk_size), static_cast<std::size_t>(ctx.knobs.pool_size));
-    return pool->get();
-}
-}  // namespace
-
-PinnedPool *host_staging_pool() { return host_pool(&context().host_staging, make_host_staging_pool); }
-
-PinnedPool *host_chunk_pool() { return host_pool(&context().host_chunks, make_host_chunk_pool); }
 
 bool same_node(int world_peer) {
     Context &ctx = context();
@@ -241,11 +198,11 @@ bool same_node(int world_peer) {
 }
 
 bool ipc_pull_offered(BufKind kind, int world_peer) {
-    return kind == BufKind::CUDA && context().knobs.ipc && same_node(world_peer);
+    return accel_caps(kind).ipc && context().knobs.ipc && same_node(world_peer);
 }
 
 bool ipc_pull_offered(BufKind kind, MPI_Comm comm, int dest) {
-    return kind == BufKind::CUDA && ipc_pull_offered(kind, world_rank_of(comm, dest));
+    return accel_caps(kind).ipc && ipc_pull_offered(kind, world_rank_of(comm, dest));
 }
 
 int world_rank_of(MPI_Comm comm, int rank) {

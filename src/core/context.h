@@ -1,13 +1,12 @@
-// The one context object: everything MPI-ACC keeps between calls lives here, created at
-// MPI_Init and torn down at MPI_Finalize (STYLE.md: no global mutable state elsewhere).
+// The context: what every part of MPI-ACC shares between calls (knobs, ranks, the
+// private communicators, keyvals, user requests and progress), created at load time and
+// set up at MPI_Init. The protocol keeps its own state beside it (protocol/state.h).
 #pragma once
 
 #include <mpi.h>
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,18 +15,11 @@
 #include <vector>
 
 #include "accel/accel.h"
-#include "core/host_recv.h"
 #include "core/knobs.h"
-#include "pool/pinned_pool.h"
 
 namespace mpiacc {
 
-class Accel;
 class Op;
-class SendOp;
-class RecvOp;
-class StagedSendOp;
-struct StashedEnvelope;
 
 // Knob values in force (parsed once at MPI_Init; before that, from the environment).
 const Knobs &knobs();
@@ -91,23 +83,10 @@ public:
     std::uint64_t pid_namespace = 0;      // local_pid_namespace(), read at init
     int pid = 0;                          // getpid(), read at init: envelopes carry it
     std::vector<std::uint64_t> node_ids;  // by world rank: who shares this node
-    // SHARED mode's slots for host send buffers (host_staging_pool()).
-    std::unique_ptr<PinnedPool> host_staging;
-    // Huge-page slots for host pipeline chunks to a peer on this node (host_chunk_pool()).
-    std::unique_ptr<PinnedPool> host_chunks;
-    // By world rank: small blocking device sends still to go by the staged eager path
-    // before IPC is offered to that peer again (it declined the last offer: the data
-    // went to host memory). See send_common.
-    std::unique_ptr<std::atomic<int>[]> eager_sends_left;
-    // By world rank: the run that peer's next refusal starts (0: kEagerRun).
-    std::unique_ptr<std::atomic<int>[]> eager_run;
-    // By world rank: the last refusal was a blocking receive's (kCtsDeclinedForBlockingReceive):
-    // the run holds for blocking sends only.
-    std::unique_ptr<std::atomic<bool>[]> eager_blocking_only;
-    std::uint64_t next_transfer_id = 1;
-    bool cuda_autodetect_active = false;  // knob on and a CUDA device usable
-    Accel *cuda_accel = nullptr;          // set with cuda_autodetect_active
-    // With cuda_autodetect_active: host memory cuda_accel has ruled out, read inline by
+    // MPIACC_CUDA_AUTODETECT on and a kind that detects its pointers usable (AccelCaps).
+    bool autodetect_active = false;
+    Accel *detecting_accel = nullptr;  // that kind's component, set with autodetect_active
+    // With autodetect_active: host memory detecting_accel has ruled out, read inline by
     // the bindings' first test (buffer_desc.h). Empty otherwise.
     KnownHostGranules known_host;
 
@@ -125,8 +104,6 @@ public:
     std::unordered_map<MPI_Datatype, TaggedType> tagged_types;
     std::atomic<std::size_t> tagged_type_count{0};
 
-    // Host nonblocking receives, by their MPICH request handle (core/host_recv.h).
-    HostRecvTable host_recvs;
     // User-visible requests MPI-ACC must see completed, by handle.
     std::unordered_map<MPI_Request, std::unique_ptr<Op>> user_ops;
     // Operations nobody waits for: freed by the user while active, or internal.
@@ -137,41 +114,11 @@ public:
     // Incomplete operations (user and detached ops, and posted host receives). While
     // zero, blocking calls go straight to PMPI (DESIGN 2.6).
     PendingCount pending;
-    // Senders waiting for CTS/FIN, by transfer id.
-    std::unordered_map<std::uint64_t, SendOp *> senders;
-    // Receivers in their data phase, by (sender rank, sender's transfer id), for ABORT.
-    std::map<std::pair<int, std::uint64_t>, RecvOp *> receivers;
-    // Pipeline admission by sender world rank (RecvOp::admit_pipeline,
-    // MPIACC_PIPELINE_TRANSFERS): the chunks that receives past their CTS may have in
-    // flight, and the receives of several chunks waiting to be admitted.
-    struct PipelineAdmission {
-        long chunks = 0;
-        std::size_t bytes = 0;
-        int several_waiting = 0;
-    };
-    std::unordered_map<int, PipelineAdmission> pipeline_admission;
-    // Host buffers with an in-place receive pending (host records and RecvOps alike).
-    InPlaceRanges in_place_ranges;
-    // Nonblocking sends of small device data whose staging copy was still running when
-    // the call returned, in call order (StagedSendOp): progress posts each payload once
-    // its copy has ended, and any other send to the same communicator and rank waits for
-    // the earlier ones first (keep_send_order). `unposted_count` is its length, read
-    // without the lock by the entry points; `payload_sequence` numbers the queued ones.
-    std::deque<StagedSendOp *> unposted_payloads;
-    std::atomic<std::size_t> unposted_count{0};
-    std::uint64_t payload_sequence = 0;
-    // Envelopes a probe had to receive to learn the real size, in arrival order.
-    std::deque<std::unique_ptr<StashedEnvelope>> stash;
-    // Message handles given out by MPI_Mprobe for stashed envelopes.
-    std::unordered_map<MPI_Message, std::unique_ptr<StashedEnvelope>> probed_messages;
-
     // Serialises MPI-ACC state under MPI_THREAD_MULTIPLE and with the progress thread.
     std::recursive_mutex mutex;
     bool locking = false;
     std::thread progress_thread;
     std::atomic<bool> stop_progress_thread{false};
-
-    std::uint64_t new_transfer_id() { return next_transfer_id++; }
 };
 
 namespace detail {
@@ -206,24 +153,27 @@ std::size_t plain_send_limit(const Knobs &k);
 // program may set MPIACC_* before it (the context itself is made at load time).
 const Knobs &reload_knobs();
 
-// Lifecycle, called by the MPI_Init*/MPI_Finalize bindings after/before PMPI.
+// Lifecycle, called by the MPI_Init*/MPI_Finalize bindings after/before PMPI, around
+// the protocol's own (protocol/state.h): initialize_context, protocol_initialize, then
+// start_progress_thread; protocol_finalize (which calls stop_progress_thread and
+// destroy_ops), then finalize_context.
 int initialize_context(int provided_thread_level);
+void start_progress_thread();
+void stop_progress_thread();
+// Destroys every op left (MPI_Finalize: nothing is in flight any more).
+void destroy_ops();
+// Forgets what was pending (MPI_Finalize, once every op and receive record is gone).
+void forget_pending();
 void finalize_context();
 
 // True when world rank `peer` runs on this node.
 bool same_node(int world_peer);
-// True when a send of `kind` data to world rank `peer` is offered for an IPC pull: CUDA,
-// a peer on this node, IPC on (BufferAttrs::ipc_offer).
+// True when a send of `kind` data to world rank `peer` is offered for an IPC pull: a kind
+// with IPC, a peer on this node, IPC on (BufferAttrs::ipc_offer).
 bool ipc_pull_offered(BufKind kind, int world_peer);
-// The same for rank `dest` of comm, translated to a world rank only for CUDA data (on a
-// communicator other than MPI_COMM_WORLD that takes five PMPI group calls).
+// The same for rank `dest` of comm, translated to a world rank only for a kind with IPC
+// (on a communicator other than MPI_COMM_WORLD that takes five PMPI group calls).
 bool ipc_pull_offered(BufKind kind, MPI_Comm comm, int dest);
-// The slots a host send buffer is staged through in SHARED mode: shared memory, made on
-// first use (StateLock held), pool_size bytes in chunk_size slots, kept to MPI_Finalize.
-PinnedPool *host_staging_pool();
-// The huge-page slots a host send buffer's pipeline chunks go through to a receiver on
-// this node (not shared memory), made and kept the same way.
-PinnedPool *host_chunk_pool();
 
 // The world rank of `rank` in `comm` (remote group for intercommunicators).
 int world_rank_of(MPI_Comm comm, int rank);

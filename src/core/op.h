@@ -33,6 +33,9 @@ public:
     // and says whether there was one. Called by a blocking call when this op is the only
     // one in flight.
     virtual bool wait_for_device() { return false; }
+    // Whether MPI_Finalize cancels this op when nobody waits for it: a receive, yes; a
+    // send still has to reach its receiver.
+    virtual bool cancel_when_abandoned() const { return false; }
     // A completed op about to be kept a while before it is destroyed (retire_later) gives
     // back at once what the next operation would otherwise allocate again: bounce
     // buffers, staging slots.

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "accel/accel.h"
-#include "protocol/transfer.h"
 
 namespace mpiacc {
 
@@ -15,6 +14,8 @@ int grequest_query(void *extra, MPI_Status *status) {
     return MPI_SUCCESS;
 }
 int grequest_free(void *) { return MPI_SUCCESS; }
+// Written at MPI_Init/MPI_Finalize while no other thread is in the library.
+ProgressHook progress_hook = nullptr;
 int grequest_cancel(void *, int) { return MPI_SUCCESS; }
 
 void note_completion(Op *op) {
@@ -65,13 +66,7 @@ void progress_poke(bool skip_host_recvs) {
     if (ctx.pending.get() == 0) return;
     // The pulls this round's envelopes start go to the device together (accel.h).
     CopyBatch batch;
-    // Control messages only ever come for a sender awaiting CTS/FIN or a receiver in its
-    // data phase (ABORT); otherwise polling the channel would cost a progress call.
-    if (!ctx.senders.empty() || !ctx.receivers.empty()) poll_control_messages();
-    // Before the ops: a record holding an envelope becomes an op that progresses at once.
-    if (!skip_host_recvs && !ctx.host_recvs.empty()) poll_host_recvs();
-    // Before the ops: a payload posted now is tested in this same round.
-    if (!ctx.unposted_payloads.empty()) post_staged_payloads();
+    if (progress_hook) progress_hook(skip_host_recvs);
     for (auto &kv : ctx.user_ops) {
         Op *op = kv.second.get();
         if (!op->complete) {
@@ -89,6 +84,15 @@ void progress_poke(bool skip_host_recvs) {
                                           [](const std::unique_ptr<Op> &op) { return op->complete; }),
                            ctx.detached_ops.end());
 }
+
+void set_progress_hook(ProgressHook hook) { progress_hook = hook; }
+
+void cancel_abandoned_ops() {
+    for (auto &op : context().detached_ops)
+        if (op->cancel_when_abandoned()) op->cancel();
+}
+
+bool detached_ops_left() { return !context().detached_ops.empty(); }
 
 MPI_Request register_user_op(std::unique_ptr<Op> op, Op::Handle kind, MPI_Request handle) {
     Context &ctx = context();

@@ -23,7 +23,13 @@ inline bool copy_waited_at_once(std::size_t own_ops) {
     return !ctx.locking && ctx.pending.get() == own_ops;
 }
 
-// One round: control messages, host receives (core/host_recv.h), then every pending
+// The protocol's share of each round, run before the ops (protocol/state.cc: control
+// messages, host receive records, staged payloads); null outside MPI_Init..MPI_Finalize.
+// `skip_host_recvs` as for progress_poke.
+using ProgressHook = void (*)(bool skip_host_recvs);
+void set_progress_hook(ProgressHook hook);
+
+// One round: the progress hook (control messages, host receives), then every pending
 // operation. Completion calls test the host receives they wait for themselves (one
 // batched MPI_Testsome) and pass `skip_host_recvs` on most rounds; every 16th round
 // still polls the others, one of which may hold an envelope whose sender waits for our
@@ -58,6 +64,11 @@ void retire_later(std::unique_ptr<Op> op);
 // has not completed this round) and at MPI_Finalize; retire_later itself empties the list
 // when 16 have gathered (a program of nonblocking calls between its blocking ones).
 void destroy_retired_ops();
+// MPI_Finalize: cancels the ops nobody waits for that Op::cancel_when_abandoned (receives;
+// sends still have to reach their receivers). Caller holds the StateLock.
+void cancel_abandoned_ops();
+// Whether an op nobody waits for is still in flight.
+bool detached_ops_left();
 // Counts an op as in flight until progress sees it complete (under the StateLock).
 void mark_pending(Op *op);
 // Uncounts a completed op that no table holds (blocking calls).

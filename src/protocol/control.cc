@@ -6,6 +6,7 @@
 #include "util/counters.h"
 #include "netmod/netmod.h"
 #include "protocol/transfer.h"
+#include "protocol/state.h"
 
 namespace mpiacc {
 
@@ -95,12 +96,11 @@ bool send_hint(PeerHints &h, int world_peer, ControlType type, std::uint64_t byt
 // A receiver asks for pulls again: this sender's run of staged small sends to it ends.
 void on_pull_hint(int from) {
     PeerHints &h = peer_hints();
-    Context &ctx = context();
     if (from < 0 || static_cast<std::size_t>(from) >= h.asked_by.size()) return;
     ++h.taken;
-    if (ctx.eager_sends_left) {
-        ctx.eager_sends_left[from].store(0, std::memory_order_relaxed);
-        ctx.eager_run[from].store(0, std::memory_order_relaxed);
+    if (protocol_state().eager_sends_left) {
+        protocol_state().eager_sends_left[from].store(0, std::memory_order_relaxed);
+        protocol_state().eager_run[from].store(0, std::memory_order_relaxed);
     }
     MPIACC_COUNT("protocol.pull_hint.taken");
 }
@@ -140,17 +140,16 @@ void take_hints_now_and_then(PeerHints &h) {
 }  // namespace
 
 void poll_control_messages() {
-    Context &ctx = context();
     ControlMessage msg;
     int from = MPI_PROC_NULL;
     for (int k = 0; k < kMessagesPerPoll && take_control_message(&msg, &from); ++k) {
         if (msg.magic != kEnvelopeMagic || take_hint(from, msg)) continue;
         if (static_cast<ControlType>(msg.type) == ControlType::ABORT) {
-            auto it = ctx.receivers.find({from, msg.transfer_id});
-            if (it != ctx.receivers.end()) it->second->on_abort(msg);
+            auto it = protocol_state().receivers.find({from, msg.transfer_id});
+            if (it != protocol_state().receivers.end()) it->second->on_abort(msg);
         } else {
-            auto it = ctx.senders.find(msg.transfer_id);
-            if (it != ctx.senders.end())
+            auto it = protocol_state().senders.find(msg.transfer_id);
+            if (it != protocol_state().senders.end())
                 it->second->on_control(msg);
             else
                 MPIACC_COUNT("protocol.control.orphan");

@@ -117,11 +117,6 @@ inline int data_tag(std::uint64_t id, int tag_ub) {
 }
 constexpr int kControlTag = 0;
 
-// A stable id for this host (hash of its name): equal ids mean "same node".
-std::uint64_t local_node_id();
-// This process's PID namespace (the inode of /proc/self/ns/pid; 0 when unknown).
-std::uint64_t local_pid_namespace();
-
 // The first kEnvelopeBytes of a host buffer that receives in place, kept from the post.
 // An envelope for a message shorter than itself lands there whole, and a receive may
 // change only the bytes of the message (MPI 4.0, 3.2.4): they are put back once the

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/chunk_trace.h"
+#include "protocol/chunk_trace.h"
 #include "core/context.h"
 #include "util/counters.h"
 #include "util/error.h"
@@ -12,6 +12,7 @@
 #include "pool/pinned_pool.h"
 #include "protocol/fin_words.h"
 #include "protocol/transfer.h"
+#include "protocol/state.h"
 
 namespace mpiacc {
 
@@ -26,7 +27,7 @@ constexpr std::size_t kPinnedBounceMin = 64u << 10;
 // land in the same bytes before either is read (OSU-style windows reuse one buffer).
 bool overlaps_in_place_receive(const void *start, std::size_t len) {
     auto lo = reinterpret_cast<std::uintptr_t>(start);
-    return context().in_place_ranges.overlaps(lo, lo + len);
+    return protocol_state().in_place_ranges.overlaps(lo, lo + len);
 }
 
 }  // namespace
@@ -49,7 +50,7 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
         op->data_in_user_buffer_ = true;
         if (char *start = op->dest_.contiguous_host()) {
             auto lo = reinterpret_cast<std::uintptr_t>(start);
-            op->in_place_range_ = ctx.in_place_ranges.add(lo, lo + op->dest_.bytes);
+            op->in_place_range_ = protocol_state().in_place_ranges.add(lo, lo + op->dest_.bytes);
         }
     } else {
         std::size_t n = std::max(std::min(op->dest_.bytes, largest_payload(ctx.knobs)), kEnvelopeBytes);
@@ -131,8 +132,7 @@ int RecvOp::from_host_receive(MessageBuffer &&dest, const void *envelope, const 
 }
 
 RecvOp::~RecvOp() {
-    Context &ctx = context();
-    ctx.in_place_ranges.remove(in_place_range_);
+    protocol_state().in_place_ranges.remove(in_place_range_);
     withdraw();
     retire_chunks_now(&chunks_, ChunkFlow::RECEIVING);
     retire_chunks_now(&unsent_, ChunkFlow::RECEIVING);
@@ -537,7 +537,7 @@ void RecvOp::on_envelope(const Envelope &env) {
     }
     // Found by a sender's ABORT, which comes only in the data phase of the other modes: a
     // sender offering a pull waits for the FIN and sends nothing more.
-    ctx.receivers[{peer_, env.transfer_id}] = this;
+    protocol_state().receivers[{peer_, env.transfer_id}] = this;
     registered_ = true;
     if (mode_ == TransferMode::DIRECT) {
         MPIACC_COUNT("protocol.recv.direct");
@@ -688,7 +688,7 @@ bool RecvOp::admit_pipeline() {
     Context &ctx = context();
     const PipelineShare share = pipeline_share(nchunks_, chunk_size_, depth_, bytes_);
     const bool several = share.several();
-    Context::PipelineAdmission &from = ctx.pipeline_admission[peer_];
+    ProtocolState::PipelineAdmission &from = protocol_state().pipeline_admission[peer_];
     if (!pipeline_admits(ctx.knobs, from.chunks, from.bytes, from.several_waiting, share)) {
         if (!queued_) MPIACC_COUNT("protocol.pipeline.queued");
         queued_ = true;
@@ -712,7 +712,7 @@ bool RecvOp::admit_pipeline() {
 // its envelope: what it took from, or asked of, the admission budget is given back.
 void RecvOp::withdraw() {
     if (registered_) {
-        context().receivers.erase({peer_, envelope_.transfer_id});
+        protocol_state().receivers.erase({peer_, envelope_.transfer_id});
         registered_ = false;
     }
     leave_pipeline();
@@ -720,7 +720,7 @@ void RecvOp::withdraw() {
 
 void RecvOp::leave_pipeline() {
     if (admitted_.chunks == 0 && !waiting_counted_) return;
-    Context::PipelineAdmission &from = context().pipeline_admission[peer_];
+    ProtocolState::PipelineAdmission &from = protocol_state().pipeline_admission[peer_];
     from.chunks -= admitted_.chunks;
     from.bytes -= admitted_.bytes;
     if (waiting_counted_) --from.several_waiting;

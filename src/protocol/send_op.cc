@@ -3,7 +3,7 @@
 #include <cstring>
 #include <limits>
 
-#include "core/chunk_trace.h"
+#include "protocol/chunk_trace.h"
 #include "core/context.h"
 #include "util/counters.h"
 #include "util/error.h"
@@ -13,6 +13,7 @@
 #include "pool/pinned_pool.h"
 #include "protocol/fin_words.h"
 #include "protocol/transfer.h"
+#include "protocol/state.h"
 
 namespace mpiacc {
 
@@ -25,7 +26,7 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
     op->call = call;
     op->peer_ = world_rank_of(comm, dest);
     op->blocking_ = blocking;
-    op->id_ = ctx.new_transfer_id();
+    op->id_ = protocol_state().new_transfer_id();
 
     Envelope &e = op->envelope_;
     std::memset(&e, 0, sizeof e);
@@ -81,7 +82,7 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
         return rc;
     }
     MPIACC_PROBE("send.envelope_posted");
-    ctx.senders[op->id_] = op.get();
+    protocol_state().senders[op->id_] = op.get();
     op->registered_ = true;
     if (ctx.knobs.verbose >= 1)
         std::fprintf(stderr, "[mpiacc %d] %s: RTS id=%llu to %d: %zu bytes from %s%s\n", ctx.world_rank, call,
@@ -92,7 +93,7 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
 }
 
 SendOp::~SendOp() {
-    if (registered_) context().senders.erase(id_);
+    if (registered_) protocol_state().senders.erase(id_);
     // Still held: the envelope went out and was not answered (a failure, MPI_Finalize), so
     // the receiver may still write the word. (A reply, a failed post and a cancel free it.)
     if (fin_word_ >= 0) own_fin_words().abandon(fin_word_);
@@ -209,24 +210,24 @@ void SendOp::start_data() {
         MPIACC_COUNT("protocol.send.ipc");
         // The peer pulls small sends again. (Not news for blocking sends where only
         // they were refused: nonblocking ones kept being offered and pulled.)
-        if (small && ctx.eager_sends_left &&
-            (blocking_ || !ctx.eager_blocking_only[peer_].load(std::memory_order_relaxed))) {
-            ctx.eager_sends_left[peer_].store(0, std::memory_order_relaxed);
-            ctx.eager_run[peer_].store(0, std::memory_order_relaxed);
+        if (small && protocol_state().eager_sends_left &&
+            (blocking_ || !protocol_state().eager_blocking_only[peer_].load(std::memory_order_relaxed))) {
+            protocol_state().eager_sends_left[peer_].store(0, std::memory_order_relaxed);
+            protocol_state().eager_run[peer_].store(0, std::memory_order_relaxed);
         }
         finish();
         return;
     }
-    if (type == ControlType::CTS && (envelope_.flags & kEnvelopeHasIpc) && small && ctx.eager_sends_left &&
+    if (type == ControlType::CTS && (envelope_.flags & kEnvelopeHasIpc) && small && protocol_state().eager_sends_left &&
         static_cast<TransferMode>(reply_.mode) == TransferMode::PIPELINE) {
         // Offered a pull, the receiver chose the pipeline (host memory): small sends to it
         // go staged for a while (send_common).
         MPIACC_COUNT("protocol.send.ipc_declined");
-        const int run = std::max(kEagerRun, ctx.eager_run[peer_].load(std::memory_order_relaxed));
-        ctx.eager_sends_left[peer_].store(run, std::memory_order_relaxed);
-        ctx.eager_blocking_only[peer_].store(reply_.status == kCtsDeclinedForBlockingReceive,
+        const int run = std::max(kEagerRun, protocol_state().eager_run[peer_].load(std::memory_order_relaxed));
+        protocol_state().eager_sends_left[peer_].store(run, std::memory_order_relaxed);
+        protocol_state().eager_blocking_only[peer_].store(reply_.status == kCtsDeclinedForBlockingReceive,
                                              std::memory_order_relaxed);
-        ctx.eager_run[peer_].store(std::min(2 * run, kEagerRunMax), std::memory_order_relaxed);
+        protocol_state().eager_run[peer_].store(std::min(2 * run, kEagerRunMax), std::memory_order_relaxed);
     }
     if (type != ControlType::CTS || reply_.bytes > source_.bytes) {
         fail(MPI_ERR_INTERN, "protocol error: unexpected control message from the receiver");
@@ -398,7 +399,7 @@ void *SendOp::acquire_slot(PinnedPool *pool) {
 // user's buffer (host_chunk_staged says which chunks are copied). Never waited for, since
 // the chunk can always go as it is.
 void *SendOp::host_chunk_slot(const ChunkState &c) {
-    if (!stage_host_chunks_ || !host_chunk_staged(context().knobs, c.index, c.len, context().senders.size()))
+    if (!stage_host_chunks_ || !host_chunk_staged(context().knobs, c.index, c.len, protocol_state().senders.size()))
         return nullptr;
     PinnedPool *pool = host_chunk_pool();
     return c.len <= pool->slot_size() ? pool->acquire() : nullptr;
@@ -445,7 +446,7 @@ void SendOp::finish() {
     set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS, false);
     state_ = State::DONE;
     if (registered_) {
-        context().senders.erase(id_);
+        protocol_state().senders.erase(id_);
         registered_ = false;
     }
 }
@@ -465,8 +466,8 @@ namespace {
 // Context::unposted_payloads changed length: what the entry points read without the lock
 // follows it (no host payload goes straight to MPICH while one is queued).
 void note_unposted_payloads(Context &ctx) {
-    const std::size_t n = ctx.unposted_payloads.size();
-    ctx.unposted_count.store(n, std::memory_order_relaxed);
+    const std::size_t n = protocol_state().unposted_payloads.size();
+    protocol_state().unposted_count.store(n, std::memory_order_relaxed);
     ctx.plain_send_below.store(n ? 0 : plain_send_limit(ctx.knobs), std::memory_order_relaxed);
 }
 
@@ -483,8 +484,8 @@ StagedSendOp::StagedSendOp(MessageBuffer &&source, StagingBuffer &&staging, std:
     comm = comm_in;
     call = call_in;
     Context &ctx = context();
-    sequence_ = ++ctx.payload_sequence;
-    ctx.unposted_payloads.push_back(this);
+    sequence_ = ++protocol_state().payload_sequence;
+    protocol_state().unposted_payloads.push_back(this);
     note_unposted_payloads(ctx);
 }
 
@@ -493,7 +494,7 @@ StagedSendOp::~StagedSendOp() {
         // Only at finalize, or with the user's request never completed: out of the queue,
         // and the copy into the staging slot ended before the slot goes back.
         Context &ctx = context();
-        auto &q = ctx.unposted_payloads;
+        auto &q = protocol_state().unposted_payloads;
         q.erase(std::remove(q.begin(), q.end(), this), q.end());
         note_unposted_payloads(ctx);
         const double deadline = PMPI_Wtime() + 1.0;
@@ -568,7 +569,7 @@ namespace {
 // has ended; true when it posted any.
 bool post_staged_payloads_before(const StagedSendOp *stop) {
     Context &ctx = context();
-    auto &q = ctx.unposted_payloads;
+    auto &q = protocol_state().unposted_payloads;
     const std::size_t before = q.size();
     while (!q.empty() && q.front() != stop && q.front()->post_when_staged()) q.pop_front();
     if (q.size() == before) return false;
@@ -587,7 +588,7 @@ void post_staged_payloads() { post_staged_payloads_before(nullptr); }
 // for a batch (a query costs 1-2 us, which a sender-bound window pays in full).
 void post_staged_payloads_ahead_of(const StagedSendOp *op) {
     Context &ctx = context();
-    auto &q = ctx.unposted_payloads;
+    auto &q = protocol_state().unposted_payloads;
     const long batch = ctx.knobs.device_isend_post_batch;
     if (batch <= 0 || q.size() <= static_cast<std::size_t>(batch) || q.back() != op) return;
     if (q[q.size() - 2]->copied() && post_staged_payloads_before(op))
@@ -598,30 +599,28 @@ namespace {
 
 // Drives progress until every staged payload up to sequence `last` is in MPICH.
 void wait_for_payloads_through(std::uint64_t last) {
-    Context &ctx = context();
     MPIACC_COUNT("protocol.send.waited_for_earlier_payloads");
     progress_until([&] {
         StateLock lock;
-        return ctx.unposted_payloads.empty() || ctx.unposted_payloads.front()->sequence() > last;
+        return protocol_state().unposted_payloads.empty() || protocol_state().unposted_payloads.front()->sequence() > last;
     });
 }
 
 }  // namespace
 
 void keep_send_order(MPI_Comm comm, int dest) {
-    Context &ctx = context();
-    if (ctx.unposted_count.load(std::memory_order_relaxed) == 0) return;
+    if (protocol_state().unposted_count.load(std::memory_order_relaxed) == 0) return;
     std::uint64_t last = 0;
     {
         StateLock lock;
-        for (const StagedSendOp *op : ctx.unposted_payloads)
+        for (const StagedSendOp *op : protocol_state().unposted_payloads)
             if (op->goes_to(comm, dest)) last = op->sequence();
     }
     if (last != 0) wait_for_payloads_through(last);
 }
 
 void keep_send_order() {
-    if (context().unposted_count.load(std::memory_order_relaxed) != 0)
+    if (protocol_state().unposted_count.load(std::memory_order_relaxed) != 0)
         wait_for_payloads_through(std::numeric_limits<std::uint64_t>::max());
 }
 

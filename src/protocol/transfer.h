@@ -288,6 +288,7 @@ public:
     // The sender gave up after the CTS (ABORT): fail instead of waiting for chunks.
     void on_abort(const ControlMessage &msg);
     bool wait_for_device() override;
+    bool cancel_when_abandoned() const override { return true; }
     void release_pooled() override;
 
 private:

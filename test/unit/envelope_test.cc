@@ -4,6 +4,7 @@
 
 #include "datatype/layout.h"
 #include "protocol/envelope.h"
+#include "util/node_identity.h"
 
 using namespace mpiacc;
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "protocol/envelope.h"
+#include "util/node_identity.h"
 #include "protocol/fin_words.h"
 
 namespace {

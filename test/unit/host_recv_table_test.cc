@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "core/host_recv.h"
+#include "protocol/host_recv.h"
 
 using namespace mpiacc;
 

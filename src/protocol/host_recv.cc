@@ -1,4 +1,4 @@
-#include "core/host_recv.h"
+#include "protocol/host_recv.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,6 +8,7 @@
 #include "util/error.h"
 #include "core/progress.h"
 #include "datatype/layout.h"
+#include "protocol/state.h"
 
 namespace mpiacc {
 
@@ -130,7 +131,7 @@ bool status_cancelled(const MPI_Status &st) { return (st.count_hi_and_cancelled 
 void settle_record(HostRecv *rec) {
     Context &ctx = context();
     if (rec->range) {
-        ctx.in_place_ranges.remove(rec->range);
+        protocol_state().in_place_ranges.remove(rec->range);
         rec->range = 0;
     }
     if (rec->state == HostRecv::State::POSTED) ctx.pending.remove();
@@ -189,12 +190,11 @@ std::unique_ptr<RecvOp> envelope_op(HostRecv *rec, const MPI_Status &st, MPI_Req
 
 // A detached record's request completed (PMPI_Test freed it): finish it for nobody.
 void finish_detached(HostRecv *rec, const MPI_Status &st) {
-    Context &ctx = context();
     std::unique_ptr<RecvOp> op;
     if (take_matched(rec, st)) op = envelope_op(rec, st, MPI_REQUEST_NULL);
     settle_record(rec);
-    ctx.host_recvs.undetach(rec);
-    ctx.host_recvs.release(rec);
+    protocol_state().host_recvs.undetach(rec);
+    protocol_state().host_recvs.release(rec);
     if (op) add_detached_op(std::move(op));
 }
 
@@ -212,7 +212,7 @@ int post_host_recv(void *buf, int count, MPI_Datatype type, std::size_t bytes, i
         if (l.contiguous) contiguous = static_cast<char *>(buf) + l.true_lb;
     }
     StateLock lock;
-    HostRecv *rec = ctx.host_recvs.acquire();
+    HostRecv *rec = protocol_state().host_recvs.acquire();
     rec->buf = buf;
     rec->count = count;
     rec->builtin = builtin;
@@ -231,7 +231,7 @@ int post_host_recv(void *buf, int count, MPI_Datatype type, std::size_t bytes, i
     // Others land in a bounce buffer first: smaller ones because an envelope must fit,
     // non-contiguous ones because MPICH refuses a 200-byte envelope into a typemap whose
     // elements it does not fill ("message truncated" in 4.0.2).
-    const bool in_place = contiguous && bytes >= kEnvelopeBytes && !ctx.in_place_ranges.overlaps(lo, lo + bytes);
+    const bool in_place = contiguous && bytes >= kEnvelopeBytes && !protocol_state().in_place_ranges.overlaps(lo, lo + bytes);
     int rc;
     if (in_place) {
         rec->lands = HostRecv::Landing::USER;
@@ -249,15 +249,15 @@ int post_host_recv(void *buf, int count, MPI_Datatype type, std::size_t bytes, i
         rc = PMPI_Irecv(rec->landing(), static_cast<int>(n), MPI_BYTE, source, tag, comm, &rec->handle);
     }
     if (rc != MPI_SUCCESS) {
-        ctx.host_recvs.release(rec);
+        protocol_state().host_recvs.release(rec);
         PMPI_Comm_call_errhandler(comm, rc);
         return rc;
     }
-    if (in_place) rec->range = ctx.in_place_ranges.add(lo, lo + bytes);
+    if (in_place) rec->range = protocol_state().in_place_ranges.add(lo, lo + bytes);
     rec->state = HostRecv::State::POSTED;
     rec->error = MPI_SUCCESS;
-    rec->seen_epoch = ctx.host_recvs.epoch - 1;  // not tested by any sweep yet: polled
-    ctx.host_recvs.index(rec);
+    rec->seen_epoch = protocol_state().host_recvs.epoch - 1;  // not tested by any sweep yet: polled
+    protocol_state().host_recvs.index(rec);
     ctx.pending.add();
     *request = rec->handle;
     return MPI_SUCCESS;
@@ -265,7 +265,6 @@ int post_host_recv(void *buf, int count, MPI_Datatype type, std::size_t bytes, i
 
 std::unique_ptr<RecvOp> complete_host_recv(HostRecv *rec, const MPI_Status &mpich_status, int mpich_rc,
                                            MPI_Status *status, int *error, MPI_Comm *comm) {
-    Context &ctx = context();
     std::unique_ptr<RecvOp> op;
     *comm = rec->comm;
     if (rec->state == HostRecv::State::POSTED) {
@@ -282,9 +281,9 @@ std::unique_ptr<RecvOp> complete_host_recv(HostRecv *rec, const MPI_Status &mpic
         status->MPI_ERROR = keep;
     }
     *error = op ? MPI_SUCCESS : rec->error;
-    ctx.host_recvs.unindex(rec);
+    protocol_state().host_recvs.unindex(rec);
     settle_record(rec);
-    ctx.host_recvs.release(rec);
+    protocol_state().host_recvs.release(rec);
     return op;
 }
 
@@ -295,10 +294,9 @@ bool complete_host_recv_fast(HostRecv *rec, const MPI_Status &mpich_status, int 
         return false;
     if (!rec->in_place()) copy_bounced_payload(rec->buf, rec->landing(), len);
     *status = mpich_status;
-    Context &ctx = context();
-    ctx.host_recvs.unindex(rec);
+    protocol_state().host_recvs.unindex(rec);
     settle_record(rec);
-    ctx.host_recvs.release(rec);
+    protocol_state().host_recvs.release(rec);
     return true;
 }
 
@@ -348,14 +346,13 @@ void finish_envelope_ops(std::vector<std::pair<int, std::unique_ptr<RecvOp>>> &o
 
 HostRecvPoll poll_host_recv(HostRecv *rec) {
     if (rec->state == HostRecv::State::DELIVERED) return HostRecvPoll::DELIVERED;
-    Context &ctx = context();
     MPI_Status st;
     st.MPI_ERROR = MPI_SUCCESS;
     int flag = 0;
     int rc = PMPI_Request_get_status(rec->handle, &flag, &st);
     if (!flag) return HostRecvPoll::PENDING;
     if (rc != MPI_SUCCESS) st.MPI_ERROR = rc;
-    ++ctx.host_recvs.changes;
+    ++protocol_state().host_recvs.changes;
     if (!take_matched(rec, st)) {
         settle_record(rec);
         rec->state = HostRecv::State::DELIVERED;
@@ -365,16 +362,15 @@ HostRecvPoll poll_host_recv(HostRecv *rec) {
     // user's handle (MPICH's request, still allocated) stands for the RecvOp from here on.
     MPI_Request handle = rec->handle;
     std::unique_ptr<RecvOp> op = envelope_op(rec, st, handle);
-    ctx.host_recvs.unindex(rec);
+    protocol_state().host_recvs.unindex(rec);
     settle_record(rec);
-    ctx.host_recvs.release(rec);
+    protocol_state().host_recvs.release(rec);
     register_user_op(std::move(op), Op::Handle::WATCHED, handle);
     return HostRecvPoll::PROMOTED;
 }
 
 void poll_host_recvs() {
-    Context &ctx = context();
-    HostRecvTable &t = ctx.host_recvs;
+    HostRecvTable &t = protocol_state().host_recvs;
     const std::uint32_t epoch = t.epoch;
     // A copy: polling changes the index (promotions) and the detached list.
     static thread_local std::vector<HostRecv *> recs;
@@ -397,17 +393,16 @@ void poll_host_recvs() {
 }
 
 int free_host_recv(HostRecv *rec) {
-    Context &ctx = context();
-    ++ctx.host_recvs.changes;
+    ++protocol_state().host_recvs.changes;
     if (rec->state == HostRecv::State::DELIVERED) {
-        ctx.host_recvs.unindex(rec);
+        protocol_state().host_recvs.unindex(rec);
         PMPI_Request_free(&rec->handle);
-        ctx.host_recvs.release(rec);
+        protocol_state().host_recvs.release(rec);
         return MPI_SUCCESS;
     }
     // MPI_Request_free on an active receive: it still completes (and may hold an
     // envelope whose sender waits); progress finishes it.
-    ctx.host_recvs.detach(rec);
+    protocol_state().host_recvs.detach(rec);
     return MPI_SUCCESS;
 }
 
@@ -418,16 +413,15 @@ int cancel_host_recv(HostRecv *rec) {
 
 void cancel_detached_host_recvs() {
     std::vector<HostRecv *> recs;
-    context().host_recvs.collect(&recs);
+    protocol_state().host_recvs.collect(&recs);
     for (HostRecv *rec : recs)
         if (rec->detached) PMPI_Cancel(&rec->handle);
 }
 
-bool detached_host_recvs_left() { return context().host_recvs.any_detached(); }
+bool detached_host_recvs_left() { return protocol_state().host_recvs.any_detached(); }
 
 void release_all_host_recvs() {
-    Context &ctx = context();
-    HostRecvTable &t = ctx.host_recvs;
+    HostRecvTable &t = protocol_state().host_recvs;
     std::vector<HostRecv *> recs;
     t.collect(&recs);
     for (HostRecv *rec : recs) {

@@ -1,4 +1,4 @@
-#include "core/chunk_trace.h"
+#include "protocol/chunk_trace.h"
 
 #include <time.h>
 
