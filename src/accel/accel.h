@@ -18,6 +18,8 @@
 namespace mpiacc {
 
 enum class BufKind : int { HOST = 1, CUDA = 2, OPENCL = 3 };
+// Every kind, for code that asks each one rather than naming it.
+constexpr BufKind kAllBufKinds[] = {BufKind::HOST, BufKind::CUDA, BufKind::OPENCL};
 const char *buf_kind_name(BufKind k);
 
 class PinnedPool;
@@ -37,9 +39,6 @@ struct AccelCaps {
     bool handle_addressed = false;
     // register_host can page-lock host memory, so that copies from and to it are DMA.
     bool registers_host = false;
-    // Packs and unpacks non-contiguous datatypes on the device itself. No kind does yet:
-    // such types on device buffers are refused (datatype/layout.h).
-    bool packs_datatypes = false;
 };
 // The kind's capabilities (all false for a kind not built in). Never makes the component.
 const AccelCaps &accel_caps(BufKind kind);

@@ -87,7 +87,7 @@ const AccelCaps &accel_caps(BufKind kind) {
 }
 
 bool any_accel_has_ipc() {
-    for (BufKind k : {BufKind::HOST, BufKind::CUDA, BufKind::OPENCL})
+    for (BufKind k : kAllBufKinds)
         if (accel_caps(k).ipc) return true;
     return false;
 }

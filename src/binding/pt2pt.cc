@@ -248,10 +248,10 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     }
     // A blocking call makes every copy of a device buffer before it returns.
     attrs.within_call = request == nullptr;
-    // Inside a node a CUDA buffer is pulled by the receiver (one copy) rather than
-    // staged on both sides (two copies). Only a CUDA send needs the peer's world rank
-    // (on another communicator, five PMPI group calls); it is used again below.
-    const int world_dest = attrs.kind == BufKind::CUDA ? world_rank_of(comm, dest) : -1;
+    // Inside a node a buffer of a kind with IPC is pulled by the receiver (one copy)
+    // rather than staged on both sides (two copies). Only such a send needs the peer's
+    // world rank (on another communicator, five PMPI group calls); it is used again below.
+    const int world_dest = accel_caps(attrs.kind).ipc ? world_rank_of(comm, dest) : -1;
     attrs.ipc_offer = ipc_pull_offered(attrs.kind, world_dest);
     MessageBuffer mb;
     rc = make_message_buffer(const_cast<void *>(buf), count, type, attrs, &mb, &why);
@@ -263,12 +263,11 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     bool stages_after_decline = false;  // see SendOp::post
     if (mb.kind != BufKind::HOST) {
         const bool blocking = request == nullptr;
-        bool ipc_candidate = mb.kind == BufKind::CUDA && attrs.ipc_offer;
+        bool ipc_candidate = attrs.ipc_offer;
         // A nonblocking send may stage at the call only when that waits for nothing of the
-        // user's (BRIEF S1): CUDA data with no stream or event attribute, whose copy on
-        // our own stream ends within its running time. OpenCL captures always order
-        // after the user's queue.
-        const bool copy_is_bounded = mb.kind == BufKind::CUDA && !attrs.stream && !attrs.event;
+        // user's (BRIEF S1): a buffer captured without a dependency on the user's work,
+        // whose copy on our own stream ends within its running time.
+        const bool copy_is_bounded = !mb.device->copies_wait_for_user_work();
         const std::size_t eager_max = blocking ? staged_eager_max(ctx.knobs) : staged_isend_eager_max(ctx.knobs);
         const bool may_go_eager = (blocking || copy_is_bounded) && mode != SendMode::BUFFERED &&
                                   mb.bytes != kEnvelopeBytes && mb.bytes <= eager_max;

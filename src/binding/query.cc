@@ -33,12 +33,12 @@ int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype) {
 int MPI_Type_free(MPI_Datatype *type) { return free_datatype(type); }
 
 int MPIX_Query_cuda_support(void) {
-    Accel *cuda = accel_for(BufKind::CUDA);
+    Accel *cuda = accel_for_buf_type(MPIX_ACC_BUF_CUDA);
     return cuda && cuda->available() ? 1 : 0;
 }
 
 int MPIX_Query_opencl_support(void) {
-    Accel *cl = accel_for(BufKind::OPENCL);
+    Accel *cl = accel_for_buf_type(MPIX_ACC_BUF_OPENCL);
     return cl && cl->available() ? 1 : 0;
 }
 

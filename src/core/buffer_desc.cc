@@ -18,6 +18,15 @@ bool get_attr(MPI_Datatype type, int keyval, void **value) {
 
 }  // namespace
 
+Accel *accel_for_buf_type(int mpix_acc_buf_value) {
+    switch (mpix_acc_buf_value) {
+        case MPIX_ACC_BUF_HOST: return accel_for(BufKind::HOST);
+        case MPIX_ACC_BUF_CUDA: return accel_for(BufKind::CUDA);
+        case MPIX_ACC_BUF_OPENCL: return accel_for(BufKind::OPENCL);
+        default: return nullptr;
+    }
+}
+
 int read_buffer_attrs(MPI_Datatype type, BufferAttrs *attrs, std::string *why) {
     Context &ctx = context();
     const Keyvals &k = ctx.keyvals;
@@ -114,9 +123,8 @@ int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std:
     }
     if (!attrs->kind_given && ctx.autodetect_active && buf != nullptr) {
         int ordinal = -1;
-        Accel *cuda = accel_for(BufKind::CUDA);
-        if (cuda && cuda->owns_pointer(buf, &ordinal)) {
-            attrs->kind = BufKind::CUDA;
+        if (ctx.detecting_accel->owns_pointer(buf, &ordinal)) {
+            attrs->kind = ctx.detecting_accel->kind();
             if (!attrs->device_given) attrs->device = reinterpret_cast<void *>(static_cast<std::intptr_t>(ordinal));
         } else if (attrs->kind == BufKind::CUDA) {
             *why =

@@ -15,6 +15,10 @@ namespace mpiacc {
 // an MPI error class, with *why naming the attribute and the problem.
 int read_buffer_attrs(MPI_Datatype type, BufferAttrs *attrs, std::string *why);
 
+// The component a public MPIX_ACC_BUF_* value names (null for another value, or a kind
+// not built in): the support queries ask it.
+Accel *accel_for_buf_type(int mpix_acc_buf_value);
+
 // Decides the kind of `buf`: attributes first, then CUDA pointer autodetection. A kind that
 // is not built or has no usable device gives MPI_ERR_UNSUPPORTED_OPERATION.
 int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std::string *why);

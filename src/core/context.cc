@@ -129,7 +129,7 @@ int initialize_context(int provided_thread_level) {
     }
     // CUDA-aware autodetection: the kind that finds its own pointers (AccelCaps).
     if (ctx.knobs.cuda_autodetect) {
-        for (BufKind kind : {BufKind::CUDA, BufKind::OPENCL}) {
+        for (BufKind kind : kAllBufKinds) {
             if (!accel_caps(kind).detects_pointers) continue;
             Accel *accel = accel_for(kind);
             if (!accel || !accel->available()) continue;

@@ -330,7 +330,7 @@ int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAtt
     BufferAttrs a = attrs;
     void *addr = buf;
     if (out->layout.true_lb != 0) {
-        if (attrs.kind == BufKind::OPENCL) {
+        if (accel_caps(attrs.kind).handle_addressed) {
             if (out->layout.true_lb < 0) {
                 *why = "datatype has a negative lower bound, which cannot address into a cl_mem";
                 return MPI_ERR_TYPE;

@@ -56,7 +56,7 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
         std::size_t n = std::max(std::min(op->dest_.bytes, largest_payload(ctx.knobs)), kEnvelopeBytes);
         if (op->dest_.device && n >= kPinnedBounceMin)
             op->device_bounce_ = static_cast<char *>(op->dest_.device->acquire_receive_bounce(n));
-        if (!op->device_bounce_) op->bounce_ = BounceBuffer(n, op->dest_.kind == BufKind::CUDA);
+        if (!op->device_bounce_) op->bounce_ = BounceBuffer(n, accel_caps(op->dest_.kind).registers_host);
         if (posting == Posting::BLOCKING_BOUNCE) {
             // A message already here is matched without an Irecv, a request and rounds of
             // PMPI_Test: for an 8 B host payload into device memory, 0.34 us from the
@@ -458,9 +458,9 @@ void RecvOp::on_envelope(const Envelope &env) {
     truncated_ = env.size > dest_.bytes;
     bytes_ = std::min<std::size_t>(env.size, dest_.bytes);
     auto sender_kind = static_cast<BufKind>(env.buf_kind);
-    // The receiver decides (DESIGN 2.4): IPC pull when the sender's CUDA memory is
+    // The receiver decides (DESIGN 2.4): IPC pull when the sender's device memory is
     // reachable here, direct when both sides are host, the pipeline otherwise.
-    Accel *cuda = accel_for(BufKind::CUDA);
+    Accel *sender_accel = accel_caps(sender_kind).ipc ? accel_for(sender_kind) : nullptr;
     // Into host memory, a pull is one device-to-host copy. Straight into (usually
     // pageable) memory it only pays from 2 MiB (H200 machine: 256 KiB 6.9 GB/s pulled,
     // 10.6-13.5 through the sender's pipeline; 4 MiB 14.8 pulled, 12-12.6 piped). Below
@@ -469,10 +469,11 @@ void RecvOp::on_envelope(const Envelope &env) {
     // pipeline's CTS round trip first. Only in a process that already works with a CUDA
     // device: a host-only rank gets no context (hundreds of MiB) from a message.
     constexpr std::size_t kPullIntoHostMin = 2u << 20;
-    const bool ipc_offered =
-        (env.flags & kEnvelopeHasIpc) && env.node_id == ctx.node_id && ctx.knobs.ipc && cuda && cuda->available();
+    const bool ipc_offered = (env.flags & kEnvelopeHasIpc) && env.node_id == ctx.node_id && ctx.knobs.ipc &&
+                             sender_accel && sender_accel->available();
     const bool host_dest = dest_.kind == BufKind::HOST;
-    const bool would_pull = ipc_offered && (dest_.kind == BufKind::CUDA || (host_dest && cuda->device_in_use()));
+    const bool would_pull =
+        ipc_offered && (dest_.kind == sender_kind || (host_dest && sender_accel->device_in_use()));
     // A blocking receive into host memory waits for this message alone. A small one
     // comes sooner by the sender's own device-to-host copy and an eager payload than
     // pulled (8 B D->H on two H200s: 8.4-8.7 us one way staged, 10.8-12.1 pulled, the
@@ -520,7 +521,7 @@ void RecvOp::on_envelope(const Envelope &env) {
         std::string why;
         MPIACC_PROBE("recv.import");
         const int device = dest_.device ? dest_.device->device_ordinal() : -1;
-        int rc = cuda->ipc_import(env.ipc, bytes_, device, &ipc_source_, &why);
+        int rc = sender_accel->ipc_import(env.ipc, bytes_, device, &ipc_source_, &why);
         MPIACC_PROBE("recv.imported");
         if (rc != MPI_SUCCESS) {
             // Nothing was pulled: the sender still needs a reply, so fall back to the
