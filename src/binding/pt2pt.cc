@@ -300,7 +300,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
             // Small device data: staged whole, sent as the plain payload (DESIGN 2.2),
             // through a pinned slot when one is free.
             StagingBuffer staging(mb.device->staging_pool(), mb.bytes);
-            if (!blocking && staging.pinned() && ctx.knobs.device_isend_defer)
+            if (!blocking && staging.pinned())
                 return post_staged_later(std::move(mb), std::move(staging), dest, tag, comm, mode, call, request);
             keep_send_order(comm, dest);
             rc = stage_device_data(mb, staging.data(), call, &why);

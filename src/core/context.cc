@@ -49,7 +49,6 @@ AccelSettings accel_settings_from(const Knobs &k, int world_rank) {
 void load_knobs(Context &ctx) {
     ctx.knob_errors.clear();
     ctx.knobs = Knobs::from_environment(&ctx.knob_errors);
-    ctx.plain_send_below.store(plain_send_limit(ctx.knobs), std::memory_order_relaxed);
     configure_accels(accel_settings_from(ctx.knobs, ctx.world_rank));
 }
 
@@ -77,12 +76,6 @@ Context *const the_context = make_context();
 }  // namespace detail
 
 const Knobs &knobs() { return context().knobs; }
-
-std::size_t plain_send_limit(const Knobs &k) {
-    const std::size_t below = k.host_rndv_threshold ? k.host_rndv_threshold : SIZE_MAX;
-    const std::size_t hinted_from = host_rndv_hint_floor(k);
-    return hinted_from ? std::min(below, hinted_from) : below;
-}
 
 const Knobs &reload_knobs() {
     Context &ctx = context();

@@ -61,11 +61,11 @@ private:
 class Context {
 public:
     Knobs knobs;
-    // Host payloads of fewer bytes go from the entry points straight to MPICH: the host
-    // rendezvous threshold, or the smallest size a receiver may ask to get by RTS/CTS
-    // where that is lower (host_rndv_hint_floor; plain_send_limit), and 0 while small
-    // device payloads are still being staged, which must reach MPICH first (see
-    // unposted_payloads). One compare on the entry points' path; read without the lock.
+    // Host payloads of fewer bytes go from the entry points straight to MPICH, set by the
+    // protocol (plain_send_limit, protocol/transfer.h): the host rendezvous threshold, or
+    // the smallest size a receiver may ask to get by RTS/CTS where that is lower, and 0
+    // while small device payloads are still being staged, which must reach MPICH first.
+    // One compare on the entry points' path; read without the lock.
     std::atomic<std::size_t> plain_send_below{SIZE_MAX};
     std::vector<std::string> knob_errors;
     Keyvals keyvals;
@@ -145,9 +145,6 @@ public:
 private:
     Context &ctx_;
 };
-
-// Context::plain_send_below from the knobs alone.
-std::size_t plain_send_limit(const Knobs &k);
 
 // Reads the knobs from the environment again: MPI_Init is when they take effect, so a
 // program may set MPIACC_* before it (the context itself is made at load time).

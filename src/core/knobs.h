@@ -36,13 +36,6 @@ struct Knobs {
     std::string value_text(const char *name) const;
 };
 
-// The smallest host payload a receiver may ask to get by RTS/CTS, on either route
-// (MPIACC_HOST_RNDV_HINT_MIN and _PIPELINE); 0 when none may be.
-inline std::size_t host_rndv_hint_floor(const Knobs &k) {
-    if (k.host_rndv_hint_min == 0 || k.host_rndv_hint_min_pipeline == 0) return k.host_rndv_hint_min;
-    return k.host_rndv_hint_min < k.host_rndv_hint_min_pipeline ? k.host_rndv_hint_min : k.host_rndv_hint_min_pipeline;
-}
-
 // Parsers, exposed for tests. Return false on malformed input.
 bool parse_bool(const std::string &text, bool *out);
 bool parse_size(const std::string &text, std::size_t *out);

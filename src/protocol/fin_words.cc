@@ -123,7 +123,7 @@ FinWordsState &fin_words_state() {
 FinWordsOffer open_fin_words(int pid, std::uint64_t pid_namespace) {
     FinWordsState &s = fin_words_state();
     const Context &ctx = context();
-    if (ctx.knobs.ipc && ctx.knobs.ipc_fin_word && any_accel_has_ipc() && !s.own.ready()) {
+    if (ctx.knobs.ipc && !ctx.knobs.fault_fin_words && any_accel_has_ipc() && !s.own.ready()) {
         std::string why;
         if (s.own.create(&why) != MPI_SUCCESS && ctx.knobs.verbose >= 1)
             std::fprintf(stderr, "[mpiacc %d] no FIN words, pulls are answered by message: %s\n", ctx.world_rank,

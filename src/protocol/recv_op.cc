@@ -359,15 +359,9 @@ void RecvOp::deliver_payload(const void *data, std::size_t len) {
         state_ = State::DONE;
         return;
     }
-    // A host payload this size comes faster by RTS/CTS (host_rndv_hint_ask): from a
-    // smaller size where this rank would copy the sender's chunks out of its shared slots
-    // (what shared_staging_usable will find of the sender's RTS) than where they cross MPICH.
+    // A host payload this size comes faster by RTS/CTS (kHostRndvHintMin).
     const Knobs &k = context().knobs;
-    if (host_rndv_hint_size(k, len)) {
-        const int world_peer = world_rank_of(comm, status.MPI_SOURCE);
-        if (const std::size_t from = host_rndv_hint_ask(k, len, takes_shared_slots() && same_node(world_peer)))
-            note_host_payload_route(world_peer, from);
-    }
+    if (host_rndv_hint_size(k, len)) note_host_payload_route(world_rank_of(comm, status.MPI_SOURCE), kHostRndvHintMin);
     // A small one may be a device send staged because this rank declined its pull.
     if (len <= k.device_eager_max) note_small_device_payload(comm, status.MPI_SOURCE);
     // The bounce buffer stays alive until the host-to-device copies have finished.
@@ -505,7 +499,7 @@ void RecvOp::on_envelope(const Envelope &env) {
     chunk_size_ = std::min<std::size_t>(env.chunk_size, ctx.knobs.chunk_size);
     if (chunk_size_ == 0) chunk_size_ = ctx.knobs.chunk_size;
     // Chunks that MPICH carries between two ranks of a node are copied by a CPU, through
-    // its caches: fewer in flight ran faster (MPIACC_NODE_PIPELINE_DEPTH).
+    // its caches: fewer in flight ran faster (kNodePipelineDepth).
     const long depth = mode_ == TransferMode::PIPELINE && same_node(peer_) ? node_transfer_depth(ctx.knobs)
                                                                            : transfer_depth(ctx.knobs);
     depth_ = std::max<std::size_t>(1, std::min<std::size_t>(env.depth, static_cast<std::size_t>(depth)));
@@ -665,7 +659,7 @@ void RecvOp::send_control(ControlType type, std::uint16_t mode_or_status) {
 }
 
 void RecvOp::tell_sender_done(std::uint16_t status) {
-    if ((envelope_.flags & kEnvelopeFinWord) && context().knobs.ipc_fin_word &&
+    if ((envelope_.flags & kEnvelopeFinWord) &&
         write_fin_word(peer_, envelope_.fin_word, envelope_.transfer_id, status)) {
         MPIACC_COUNT("protocol.recv.fin_word");
         return;
@@ -674,23 +668,18 @@ void RecvOp::tell_sender_done(std::uint16_t status) {
 }
 
 // A receiver bounds the chunk messages it has in MPICH per sender: MPIACC_PIPELINE_TRANSFERS
-// transfers' worth, each up to its depth in flight (MPIACC_PIPELINE_DEPTH, or
-// MPIACC_NODE_PIPELINE_DEPTH from a sender on this node). A transfer of
-// several chunks takes a whole transfer's share, one of a single chunk one chunk's; the
-// others wait before their CTS, holding nothing. A window of 32 large transfers otherwise
-// interleaved 128 chunk messages in MPICH at once (each progress round walked all of
-// them), and 4-16 MiB windows ran at 0.6 of two at a time with eight (IPC off, two H200s),
-// while three kept the receiver's copy busy behind a sender that stages its host chunks;
-// windows of single-chunk transfers, two at a time, ran 20-60% slower at 64 KiB-1 MiB
-// than eight at a time. MPIACC_PIPELINE_BYTES (off by default) bounds the bytes of those
-// chunks as well. pipeline_admits (transfer.h) decides.
+// transfers' worth, each up to its depth in flight. A transfer of several chunks takes a
+// whole transfer's share, one of a single chunk one chunk's; the others wait before their
+// CTS, holding nothing. Unbounded, a window of large transfers interleaved hundreds of
+// chunk messages in MPICH, each progress round walked all of them, and it ran slower
+// (docs/performance.md, "Pipeline admission"). pipeline_admits (transfer.h) decides.
 bool RecvOp::admit_pipeline() {
     if (admitted_.chunks != 0) return true;
     Context &ctx = context();
-    const PipelineShare share = pipeline_share(nchunks_, chunk_size_, depth_, bytes_);
+    const PipelineShare share = pipeline_share(nchunks_, depth_);
     const bool several = share.several();
     ProtocolState::PipelineAdmission &from = protocol_state().pipeline_admission[peer_];
-    if (!pipeline_admits(ctx.knobs, from.chunks, from.bytes, from.several_waiting, share)) {
+    if (!pipeline_admits(ctx.knobs, from.chunks, from.several_waiting, share)) {
         if (!queued_) MPIACC_COUNT("protocol.pipeline.queued");
         queued_ = true;
         if (several && !waiting_counted_) {
@@ -704,7 +693,6 @@ bool RecvOp::admit_pipeline() {
         waiting_counted_ = false;
     }
     from.chunks += share.chunks;
-    from.bytes += share.bytes;
     admitted_ = share;
     return true;
 }
@@ -723,7 +711,6 @@ void RecvOp::leave_pipeline() {
     if (admitted_.chunks == 0 && !waiting_counted_) return;
     ProtocolState::PipelineAdmission &from = protocol_state().pipeline_admission[peer_];
     from.chunks -= admitted_.chunks;
-    from.bytes -= admitted_.bytes;
     if (waiting_counted_) --from.several_waiting;
     admitted_ = PipelineShare();
     waiting_counted_ = false;
@@ -866,24 +853,20 @@ void RecvOp::issue_pulls() {
         slot_pulls_step();
         return;
     }
-    // One copy by default (MPIACC_IPC_CHUNK_SIZE=0): on the H200 machine, splitting a
-    // pull into 4 MiB copies cost 20-25% of the bandwidth at 16-64 MiB.
-    const std::size_t knob = context().knobs.ipc_chunk_size;
-    const std::size_t piece = knob == 0 ? bytes_ : std::max<std::size_t>(chunk_size_, knob);
-    for (std::size_t off = 0; off < bytes_; off += piece) {
-        std::size_t len = std::min(piece, bytes_ - off);
-        std::unique_ptr<Completion> done;
-        std::string why;
-        int rc = dest_.kind == BufKind::HOST
-                     ? ipc_source_->copy_to_host(off, dest_.contiguous_host() + off, len, &done, &why)
-                     : ipc_source_->copy_to_device(off, *dest_.device, off, len, &done, &why);
-        if (rc != MPI_SUCCESS) {
-            ipc_error_ = rc;
-            ipc_why_ = why;
-            return;
-        }
-        ipc_copies_.push_back(std::move(done));
+    // One copy: splitting a pull lost bandwidth (docs/performance.md, "Splitting IPC
+    // pulls (removed)").
+    if (bytes_ == 0) return;
+    std::unique_ptr<Completion> done;
+    std::string why;
+    int rc = dest_.kind == BufKind::HOST
+                 ? ipc_source_->copy_to_host(0, dest_.contiguous_host(), bytes_, &done, &why)
+                 : ipc_source_->copy_to_device(0, *dest_.device, 0, bytes_, &done, &why);
+    if (rc != MPI_SUCCESS) {
+        ipc_error_ = rc;
+        ipc_why_ = why;
+        return;
     }
+    ipc_copies_.push_back(std::move(done));
 }
 
 // Lands the slot pulls that ended (in the user's buffer), and issues more while slots

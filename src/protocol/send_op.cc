@@ -399,7 +399,7 @@ void *SendOp::acquire_slot(PinnedPool *pool) {
 // user's buffer (host_chunk_staged says which chunks are copied). Never waited for, since
 // the chunk can always go as it is.
 void *SendOp::host_chunk_slot(const ChunkState &c) {
-    if (!stage_host_chunks_ || !host_chunk_staged(context().knobs, c.index, c.len, protocol_state().senders.size()))
+    if (!stage_host_chunks_ || !host_chunk_staged(c.index, c.len, protocol_state().senders.size()))
         return nullptr;
     PinnedPool *pool = host_chunk_pool();
     return c.len <= pool->slot_size() ? pool->acquire() : nullptr;
@@ -581,16 +581,14 @@ bool post_staged_payloads_before(const StagedSendOp *stop) {
 
 void post_staged_payloads() { post_staged_payloads_before(nullptr); }
 
-// Posted only at the wait, a window's two sides took turns (IPC off, 32 x 256 B D->D on
-// two H100s: 157 us of MPI_Isend calls, then 354 us in the receiver's MPI_Waitall). The
-// copies of one device's staged sends share a stream, so the latest one ahead answers
+// Posted only at the wait, a window's two sides took turns: the receiver waited for the
+// whole window of calls (docs/performance.md, "Deferred small nonblocking device sends").
+// The copies of one device's staged sends share a stream, so the latest one ahead answers
 // for all ahead of it, and the others then retire without asking the driver: one query
-// for a batch (a query costs 1-2 us, which a sender-bound window pays in full).
+// for a batch, where a sender-bound window would pay one per send.
 void post_staged_payloads_ahead_of(const StagedSendOp *op) {
-    Context &ctx = context();
     auto &q = protocol_state().unposted_payloads;
-    const long batch = ctx.knobs.device_isend_post_batch;
-    if (batch <= 0 || q.size() <= static_cast<std::size_t>(batch) || q.back() != op) return;
+    if (q.size() <= kStagedPostBatch || q.back() != op) return;
     if (q[q.size() - 2]->copied() && post_staged_payloads_before(op))
         MPIACC_COUNT("protocol.send.eager_device_posted_at_call");
 }

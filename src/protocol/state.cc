@@ -58,6 +58,7 @@ int protocol_initialize() {
     for (std::size_t r = 0; r < peers; ++r)
         if (same_node(static_cast<int>(r)) && offers[r].words != 0) local.emplace(static_cast<int>(r), offers[r]);
     set_peer_fin_words(std::move(local));
+    ctx.plain_send_below.store(plain_send_limit(ctx.knobs), std::memory_order_relaxed);
     set_progress_hook(protocol_progress);
     return MPI_SUCCESS;
 }

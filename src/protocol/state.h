@@ -38,7 +38,6 @@ struct ProtocolState {
     // flight, and the receives of several chunks waiting to be admitted.
     struct PipelineAdmission {
         long chunks = 0;
-        std::size_t bytes = 0;
         int several_waiting = 0;
     };
     std::unordered_map<int, PipelineAdmission> pipeline_admission;

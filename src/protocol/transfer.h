@@ -151,20 +151,17 @@ struct ChunkState {
 inline long transfer_depth(const Knobs &k) { return std::max<long>(2, k.pipeline_depth); }
 
 // Receiver: the depth of a pipeline whose chunks MPICH carries from a sender on this
-// node, where a CPU copies each one between the ranks: MPIACC_NODE_PIPELINE_DEPTH, at
-// least 2 and at most transfer_depth (0: transfer_depth).
-inline long node_transfer_depth(const Knobs &k) {
-    const long depth = transfer_depth(k);
-    return k.node_pipeline_depth > 0 ? std::min(depth, std::max<long>(2, k.node_pipeline_depth)) : depth;
-}
+// node, where a CPU copies each one between the ranks and fewer bytes in flight ran
+// faster (docs/performance.md, "Pipeline depth between ranks of one node"): at most
+// kNodePipelineDepth.
+constexpr long kNodePipelineDepth = 2;
+inline long node_transfer_depth(const Knobs &k) { return std::min(transfer_depth(k), kNodePipelineDepth); }
 
-// Receiver: what one pipeline transfer of `nchunks` chunks of `chunk_size` (`bytes` in
-// all, at most `depth` chunks in flight) holds of its sender's admission budget while it
-// runs (RecvOp::admit_pipeline): a transfer of several chunks holds its depth in chunks,
-// one of a single chunk holds 1; and the bytes of the chunks it can have in flight.
+// Receiver: what one pipeline transfer of `nchunks` chunks (at most `depth` in flight)
+// holds of its sender's admission budget while it runs (RecvOp::admit_pipeline): a
+// transfer of several chunks holds its depth in chunks, one of a single chunk holds 1.
 struct PipelineShare {
     long chunks = 0;
-    std::size_t bytes = 0;
     // The transfer's depth: the sender's chunk budget is MPIACC_PIPELINE_TRANSFERS times it.
     long depth = 0;
     bool several() const { return chunks > 1; }
@@ -421,9 +418,10 @@ int pmpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
 // Unposted payloads (StagedSendOp) are posted to MPICH in call order by progress, each
 // once its copy has ended. Caller holds the StateLock.
 void post_staged_payloads();
-// The call that queued `op` (the newest) posts the payloads ahead of it, when at least
-// MPIACC_DEVICE_ISEND_POST_BATCH are and the copy of the latest of them has ended; it does
-// not ask about the copy it has only issued. Caller holds the StateLock.
+// The call that queued `op` (the newest) posts the payloads ahead of it, when more than
+// kStagedPostBatch are and the copy of the latest of them has ended; it does not ask
+// about the copy it has only issued. Caller holds the StateLock.
+constexpr std::size_t kStagedPostBatch = 8;
 void post_staged_payloads_ahead_of(const StagedSendOp *op);
 // DESIGN 2.1: no send overtakes an earlier one to the same communicator and rank. Before
 // anything else is sent to (comm, dest), drives progress until every payload queued
@@ -469,64 +467,56 @@ void poll_control_messages();
 // MPI_Finalize: takes what is left for transfers that are gone.
 void drain_control_messages();
 
-// Receiver: the PipelineShare of a transfer of `nchunks` chunks of `chunk_size`, `bytes`
-// in all, `depth` chunks in flight at most.
-inline PipelineShare pipeline_share(std::size_t nchunks, std::size_t chunk_size, std::size_t depth, std::size_t bytes) {
+// Receiver: the PipelineShare of a transfer of `nchunks` chunks, `depth` in flight at most.
+inline PipelineShare pipeline_share(std::size_t nchunks, std::size_t depth) {
     PipelineShare share;
     share.depth = std::max<long>(2, static_cast<long>(depth));
     share.chunks = nchunks > 1 ? share.depth : 1;
-    share.bytes = std::min(bytes, std::min(nchunks, std::max<std::size_t>(1, depth)) * chunk_size);
     return share;
 }
-// Receiver: whether a transfer with `share` may start beside what the sender's other
-// transfers hold (`held_chunks`, `held_bytes`), while `several_waiting` transfers of
-// several chunks wait. MPIACC_PIPELINE_TRANSFERS bounds the chunks, MPIACC_PIPELINE_BYTES
-// the bytes; the first transfer always starts, however large. Under either bound a single
-// chunk does not pass a waiting transfer of several: a steady run of small receives would
-// otherwise keep the larger one waiting.
-inline bool pipeline_admits(const Knobs &k, long held_chunks, std::size_t held_bytes, int several_waiting,
-                            const PipelineShare &share) {
-    const bool by_chunks = k.pipeline_transfers > 0, by_bytes = k.pipeline_bytes > 0;
-    if (!by_chunks && !by_bytes) return true;
+// Receiver: whether a transfer with `share` may start beside the chunks the sender's other
+// transfers hold (`held_chunks`), while `several_waiting` transfers of several chunks
+// wait. MPIACC_PIPELINE_TRANSFERS bounds the chunks (0: no bound); the first transfer
+// always starts, however large. A single chunk does not pass a waiting transfer of
+// several: a steady run of small receives would otherwise keep the larger one waiting.
+inline bool pipeline_admits(const Knobs &k, long held_chunks, int several_waiting, const PipelineShare &share) {
+    if (k.pipeline_transfers <= 0) return true;
     if (!share.several() && several_waiting > 0) return false;
     if (held_chunks == 0) return true;
-    if (by_chunks && held_chunks + share.chunks > k.pipeline_transfers * share.depth) return false;
-    return !(by_bytes && held_bytes + share.bytes > k.pipeline_bytes);
+    return held_chunks + share.chunks <= k.pipeline_transfers * share.depth;
 }
 
-// MPIACC_HOST_CHUNK_STAGING: whether chunk `index`, `len` bytes of a host buffer that a
-// pipeline sends through MPICH to a receiver on this node, is first copied into a
-// huge-page slot, with `sends_in_flight` sends of this rank open (this one included).
-// MPICH's single copy between the ranks reads 2 MiB pages faster than 4 KiB ones, which
-// pays for the copy from about 1 MiB a chunk. A lone send's first chunk goes as it is:
-// the receiver reads it while the next one is copied, so a lone message pays no copy.
-inline bool host_chunk_staged(const Knobs &k, std::size_t index, std::size_t len, std::size_t sends_in_flight) {
-    if (k.host_chunk_staging == 0 || len < k.host_chunk_staging) return false;
+// Whether chunk `index`, `len` bytes of a host buffer that a pipeline sends through MPICH
+// to a receiver on this node, is first copied into a huge-page slot, with
+// `sends_in_flight` sends of this rank open (this one included). MPICH's single copy
+// between the ranks reads 2 MiB pages faster than 4 KiB ones, which pays for the copy from
+// kHostChunkStagingMin a chunk (docs/performance.md, "Host chunk staging"). A lone send's
+// first chunk goes as it is: the receiver reads it while the next one is copied.
+constexpr std::size_t kHostChunkStagingMin = std::size_t{1} << 20;
+inline bool host_chunk_staged(std::size_t index, std::size_t len, std::size_t sends_in_flight) {
+    if (len < kHostChunkStagingMin) return false;
     return index != 0 || sends_in_flight > 1;
 }
 
-// MPIACC_HOST_RNDV_HINT_MIN. Host payloads under the rendezvous threshold go eagerly, and
-// a device receive takes each into a bounce buffer of its own: a window of 32 receives of
-// 1 MiB lands in 32 MiB that MPICH writes cold (5.1 GB/s on two H200s), where RTS/CTS
-// moves them through a few warm staging slots (15.0). Host receives keep the eager path.
-// A host message this size could be hinted: at least host_rndv_hint_floor (when set) and
+// Host payloads under the rendezvous threshold go eagerly, and a device receive takes
+// each into a bounce buffer of its own, which MPICH writes cold; RTS/CTS moves them
+// through a few warm staging slots instead. So a rank whose device receives get host
+// payloads of at least kHostRndvHintMin asks their sender to send those by RTS/CTS
+// (docs/performance.md, "Rendezvous hint for host payloads"). Host receives keep the
+// eager path. A host message this size could be hinted: at least kHostRndvHintMin and
 // under MPIACC_HOST_RNDV_THRESHOLD, past which it goes by RTS/CTS anyway.
+constexpr std::size_t kHostRndvHintMin = std::size_t{256} << 10;
 inline bool host_rndv_hint_size(const Knobs &k, std::size_t bytes) {
-    const std::size_t floor = host_rndv_hint_floor(k);
-    return floor != 0 && bytes >= floor && (k.host_rndv_threshold == 0 || bytes < k.host_rndv_threshold);
+    return bytes >= kHostRndvHintMin && (k.host_rndv_threshold == 0 || bytes < k.host_rndv_threshold);
 }
-// Receiver: the size from which a device receive that got a host payload of `bytes` asks
-// its sender for RTS/CTS, or 0 when it does not ask. `shared_slots`: the sender's chunks
-// would be copied out of its shared slots (SHARED mode), where the handshake pays from
-// MPIACC_HOST_RNDV_HINT_MIN on; through MPICH each chunk is a message of its own, and
-// the handshake pays from MPIACC_HOST_RNDV_HINT_MIN_PIPELINE.
-inline std::size_t host_rndv_hint_ask(const Knobs &k, std::size_t bytes, bool shared_slots) {
-    if (k.host_rndv_hint_min == 0) return 0;
-    const std::size_t from = shared_slots ? k.host_rndv_hint_min : k.host_rndv_hint_min_pipeline;
-    return from != 0 && bytes >= from && host_rndv_hint_size(k, bytes) ? from : 0;
+// Host payloads of fewer bytes go from the entry points straight to MPICH
+// (Context::plain_send_below): the rendezvous threshold, or kHostRndvHintMin where lower.
+inline std::size_t plain_send_limit(const Knobs &k) {
+    const std::size_t below = k.host_rndv_threshold ? k.host_rndv_threshold : SIZE_MAX;
+    return std::min(below, kHostRndvHintMin);
 }
 // Receiver: tells `world_peer`, once per change, to send its host payloads of at least
-// `from` bytes (a host_rndv_hint_ask) by RTS/CTS, or with 0 to stop: a device receive got
+// `from` bytes (kHostRndvHintMin) by RTS/CTS, or with 0 to stop: a device receive got
 // such a payload, or a host receive got an envelope for host data of a
 // host_rndv_hint_size. Caller holds the StateLock.
 void note_host_payload_route(int world_peer, std::size_t from);

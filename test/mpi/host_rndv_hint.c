@@ -1,14 +1,13 @@
-/* MPIACC_HOST_RNDV_HINT_MIN: a rank whose device receives get host payloads of at least
- * that size asks the sender for RTS/CTS, once; the sender's later host sends of that size
- * take it, nonblocking ones (a blocking send stays eager: it has no window behind it); a
- * host receive that then gets such an envelope withdraws the request, once.
- * Every message arrives intact and in order, eager and rendezvous mixed on one tag. A
- * request still on its way when the sender reaches MPI_Finalize is taken there (checked
- * after MPI_Finalize, by rank 0 alone). The device is an OpenCL one (PoCL in CI), whose
- * receives copy a sender's chunks out of its shared slots, so they ask from
- * MPIACC_HOST_RNDV_HINT_MIN. Built a second time with HINT_OFF: the same traffic, and
- * nothing is asked; a third time with HINT_PIPELINE: no shared slots (as between nodes),
- * so the receiver asks from MPIACC_HOST_RNDV_HINT_MIN_PIPELINE.
+/* The rendezvous hint for host payloads: a rank whose device receives get host payloads
+ * of at least 256 KiB (under the rendezvous threshold) asks the sender for RTS/CTS, once;
+ * the sender's later host sends of that size take it, nonblocking ones (a blocking send
+ * stays eager: it has no window behind it); a host receive that then gets such an
+ * envelope withdraws the request, once. Every message arrives intact and in order, eager
+ * and rendezvous mixed on one tag. A request still on its way when the sender reaches
+ * MPI_Finalize is taken there (checked after MPI_Finalize, by rank 0 alone). The device is
+ * an OpenCL one (PoCL in CI), whose receives copy a sender's chunks out of its shared
+ * slots. Built a second time with HINT_PIPELINE: no shared slots (as between nodes), the
+ * same requests.
  * MPIACC-TEST-RANKS: 2 */
 #include "opencl_util.h"
 
@@ -18,16 +17,12 @@ static const char *cases[] = {
     "host_sends_into_a_device_receive_are_asked_once_for_rendezvous_and_take_it",
     "a_blocking_host_send_stays_eager_though_asked",
     "a_host_receive_of_a_hinted_envelope_withdraws_the_request_once",
-    "payloads_under_the_pipelines_minimum_are_asked_for_only_through_shared_slots",
+    "payloads_under_256_kib_are_never_asked_for_and_384_kib_ones_are",
     "eager_and_hinted_rendezvous_messages_on_one_tag_land_in_posting_order",
     "mpi_finalize_takes_every_request_still_on_its_way",
 };
 
-#ifdef HINT_OFF
-static const int hint_on = 0;
-#else
 static const int hint_on = 1;
-#endif
 #ifdef HINT_PIPELINE
 static const int shared_slots = 0;
 #else
@@ -74,8 +69,6 @@ static void host_sends_into_the_device(ocl_env *e, MPI_Datatype t, cl_mem m, uns
 }
 
 int main(int argc, char **argv) {
-    setenv("MPIACC_HOST_RNDV_HINT_MIN", hint_on ? "256K" : "0", 1);
-    setenv("MPIACC_HOST_RNDV_HINT_MIN_PIPELINE", "512K", 1);
     setenv("MPIACC_SHARED_STAGING", shared_slots ? "1" : "0", 1);
     MT_INIT(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -144,9 +137,10 @@ int main(int argc, char **argv) {
     }
 
     MT_CASE(cases[c++]) {
-        /* The request was withdrawn. 384 KiB payloads into the device: through shared slots
-         * (from 256 KiB) asked for, through MPICH (from 512 KiB) not. */
-        host_sends_into_the_device(&e, t, m, h, MID, 50, 3, hint_on && shared_slots);
+        /* The request was withdrawn. 64 KiB payloads into the device are not asked for;
+         * 384 KiB ones are, on either route. */
+        host_sends_into_the_device(&e, t, m, h, SMALL, 60, 2, 0);
+        host_sends_into_the_device(&e, t, m, h, MID, 50, 3, hint_on);
     }
 
     MT_CASE(cases[c++]) {

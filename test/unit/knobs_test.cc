@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "core/context.h"
-#include "protocol/transfer.h"  // host_rndv_hint_ask
 
 namespace mpiacc {
 namespace {
@@ -172,12 +171,6 @@ TEST_F(KnobEnvironment, unset_knobs_take_their_declared_defaults) {
     EXPECT_EQ(knobs.host_rndv_threshold, std::size_t{2} << 20);
     EXPECT_EQ(knobs.chunk_size, std::size_t{2} << 20);
     EXPECT_EQ(knobs.pipeline_depth, 4);
-    // Both routes ask for RTS/CTS from 256 KiB (session 45's A/B on two H200s).
-    EXPECT_EQ(knobs.host_rndv_hint_min, std::size_t{256} << 10);
-    EXPECT_EQ(knobs.host_rndv_hint_min_pipeline, std::size_t{256} << 10);
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(knobs, std::size_t{256} << 10, false), std::size_t{256} << 10);
-    // Host chunks of 1 MiB and more are staged (host_chunk_staging_test: which ones).
-    EXPECT_EQ(knobs.host_chunk_staging, std::size_t{1} << 20);
 }
 
 TEST_F(KnobEnvironment, valid_override_is_used) {
@@ -236,7 +229,7 @@ TEST_F(KnobEnvironment, mpiacc_knob_value_gives_numeric_knobs_in_effect_to_c_pro
     EXPECT_EQ(mpiacc_knob_value("MPIACC_HOST_RNDV_THRESHOLD"), 64 << 10);
     EXPECT_EQ(mpiacc_knob_value("MPIACC_IPC"), 0);
     EXPECT_EQ(mpiacc_knob_value("MPIACC_PIPELINE_DEPTH"), 4);  // the default
-    EXPECT_EQ(mpiacc_knob_value("MPIACC_NODE_PIPELINE_DEPTH"), 2);  // the default
+    EXPECT_EQ(mpiacc_knob_value("MPIACC_NODE_PIPELINE_DEPTH"), -1);  // not a knob (a constant)
     EXPECT_EQ(mpiacc_knob_value("MPIACC_OPENCL_PLATFORM"), -1);  // text, not a number
     EXPECT_EQ(mpiacc_knob_value("MPIACC_NO_SUCH_KNOB"), -1);
     TearDown();

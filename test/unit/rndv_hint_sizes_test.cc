@@ -1,10 +1,9 @@
-// Which host payloads a device receiver asks to get by RTS/CTS (MPIACC_HOST_RNDV_HINT_MIN
-// and _PIPELINE), and which sends therefore look for that request: the sender's test
-// (host_rndv_hint_size) must hold for every size any receiver may ask from, or a request
-// would go unread.
+// Which host payloads a device receiver asks to get by RTS/CTS (kHostRndvHintMin), and
+// which sends therefore look for that request: the sender's test (host_rndv_hint_size)
+// must hold for every size a receiver asks from, or a request would go unread, and the
+// entry points must not send such sizes plainly without asking (plain_send_limit).
 #include <gtest/gtest.h>
 
-#include "core/context.h"  // plain_send_limit
 #include "core/knobs.h"
 #include "protocol/transfer.h"
 
@@ -14,80 +13,45 @@ namespace {
 
 constexpr std::size_t KiB = 1024, MiB = 1024 * 1024;
 
-Knobs defaults() {
+Knobs threshold(std::size_t bytes) {
     Knobs k;
-    k.host_rndv_threshold = 2 * MiB;
-    k.host_rndv_hint_min = 256 * KiB;
-    k.host_rndv_hint_min_pipeline = 512 * KiB;
+    k.host_rndv_threshold = bytes;
     return k;
 }
 
 }  // namespace
 
-TEST(RndvHintSizes, SharedSlotsAskFromTheSmallerSize) {
-    const Knobs k = defaults();
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(k, 256 * KiB - 1, true), 0u);
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(k, 256 * KiB, true), 256 * KiB);
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(k, 384 * KiB, true), 256 * KiB);
-}
-
-TEST(RndvHintSizes, ThroughMpichItAsksFromThePipelinesSize) {
-    const Knobs k = defaults();
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(k, 384 * KiB, false), 0u);
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(k, 512 * KiB - 1, false), 0u);
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(k, 512 * KiB, false), 512 * KiB);
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(k, 1 * MiB, false), 512 * KiB);
+TEST(RndvHintSizes, AskedFrom256KiBUnderTheThreshold) {
+    const Knobs k = threshold(2 * MiB);
+    EXPECT_EQ(mpiacc::kHostRndvHintMin, 256 * KiB);
+    EXPECT_FALSE(mpiacc::host_rndv_hint_size(k, 256 * KiB - 1));
+    EXPECT_TRUE(mpiacc::host_rndv_hint_size(k, 256 * KiB));
+    EXPECT_TRUE(mpiacc::host_rndv_hint_size(k, 2 * MiB - 1));
 }
 
 TEST(RndvHintSizes, NeverAtOrPastTheRendezvousThreshold) {
-    const Knobs k = defaults();
     // Those go by RTS/CTS anyway.
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(k, 2 * MiB, true), 0u);
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(k, 2 * MiB, false), 0u);
-    EXPECT_FALSE(mpiacc::host_rndv_hint_size(k, 2 * MiB));
+    EXPECT_FALSE(mpiacc::host_rndv_hint_size(threshold(2 * MiB), 2 * MiB));
+    EXPECT_FALSE(mpiacc::host_rndv_hint_size(threshold(512 * KiB), 512 * KiB));
+    // A threshold at or under the hint's size leaves nothing to ask for.
+    EXPECT_FALSE(mpiacc::host_rndv_hint_size(threshold(256 * KiB), 256 * KiB));
 }
 
-TEST(RndvHintSizes, SendersLookFromTheSmallerOfTheTwo) {
-    Knobs k = defaults();
-    EXPECT_EQ(mpiacc::host_rndv_hint_floor(k), 256 * KiB);
-    EXPECT_FALSE(mpiacc::host_rndv_hint_size(k, 256 * KiB - 1));
-    EXPECT_TRUE(mpiacc::host_rndv_hint_size(k, 256 * KiB));
-    // A pipeline size below the other: senders look from it, and shared slots still ask
-    // from theirs.
-    k.host_rndv_hint_min_pipeline = 128 * KiB;
-    EXPECT_EQ(mpiacc::host_rndv_hint_floor(k), 128 * KiB);
-    EXPECT_TRUE(mpiacc::host_rndv_hint_size(k, 128 * KiB));
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(k, 128 * KiB, false), 128 * KiB);
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(k, 128 * KiB, true), 0u);
-    // Entry points send plainly below that floor, and no lower.
-    EXPECT_EQ(mpiacc::plain_send_limit(k), 128 * KiB);
+TEST(RndvHintSizes, WithoutRendezvousEveryLargeHostPayloadMayBeAskedFor) {
+    // MPIACC_HOST_RNDV_THRESHOLD=0: host data never goes by RTS/CTS unless asked.
+    EXPECT_TRUE(mpiacc::host_rndv_hint_size(threshold(0), 64 * MiB));
+    EXPECT_FALSE(mpiacc::host_rndv_hint_size(threshold(0), 64 * KiB));
 }
 
-TEST(RndvHintSizes, EveryAskedSizeIsOneSendersLookFor) {
-    for (std::size_t pipeline : {std::size_t{0}, 128 * KiB, 512 * KiB, 4 * MiB}) {
-        Knobs k = defaults();
-        k.host_rndv_hint_min_pipeline = pipeline;
-        for (bool shared : {true, false})
-            for (std::size_t bytes = 64 * KiB; bytes < 4 * MiB; bytes += 64 * KiB) {
-                const std::size_t from = mpiacc::host_rndv_hint_ask(k, bytes, shared);
-                if (from == 0) continue;
-                EXPECT_LE(from, bytes);
-                EXPECT_TRUE(mpiacc::host_rndv_hint_size(k, from)) << from << " asked, pipeline " << pipeline;
+TEST(RndvHintSizes, EntryPointsSendPlainlyOnlyBelowWhatMayBeAskedFor) {
+    EXPECT_EQ(mpiacc::plain_send_limit(threshold(2 * MiB)), 256 * KiB);
+    EXPECT_EQ(mpiacc::plain_send_limit(threshold(0)), 256 * KiB);
+    EXPECT_EQ(mpiacc::plain_send_limit(threshold(128 * KiB)), 128 * KiB);
+    for (std::size_t t : {std::size_t{0}, 128 * KiB, 2 * MiB}) {
+        for (std::size_t bytes = 64 * KiB; bytes < 4 * MiB; bytes += 64 * KiB) {
+            if (mpiacc::host_rndv_hint_size(threshold(t), bytes)) {
+                EXPECT_GE(bytes, mpiacc::plain_send_limit(threshold(t))) << bytes << " B, threshold " << t;
             }
+        }
     }
-}
-
-TEST(RndvHintSizes, ZeroTurnsARouteOrEveryRouteOff) {
-    Knobs k = defaults();
-    k.host_rndv_hint_min_pipeline = 0;  // never through MPICH; shared slots still ask
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(k, 1 * MiB, false), 0u);
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(k, 1 * MiB, true), 256 * KiB);
-    EXPECT_EQ(mpiacc::host_rndv_hint_floor(k), 256 * KiB);
-    k = defaults();
-    k.host_rndv_hint_min = 0;  // never, on either route
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(k, 1 * MiB, false), 0u);
-    EXPECT_EQ(mpiacc::host_rndv_hint_ask(k, 1 * MiB, true), 0u);
-    EXPECT_EQ(mpiacc::host_rndv_hint_floor(k), 0u);
-    EXPECT_FALSE(mpiacc::host_rndv_hint_size(k, 1 * MiB));
-    EXPECT_EQ(mpiacc::plain_send_limit(k), 2 * MiB);
 }
