@@ -100,6 +100,12 @@ private:
 // accelerators shut down).
 void clear_bounce_cache();
 
+// Payloads of at least this many bytes for device memory get their bounce buffer
+// page-locked; smaller ones only where the bounce is small and the kind registers host
+// memory (BounceBuffer: kept per size and page-locked once), not one registration per
+// receive.
+constexpr std::size_t kPinnedBounceMin = 64u << 10;
+
 enum class SendMode { STANDARD, BUFFERED, SYNCHRONOUS, READY };
 
 // Small blocking device sends that go staged to a peer which declined an IPC pull,
@@ -306,10 +312,17 @@ private:
     // The pull ended (status 0) or failed: the sender's FIN word, or the FIN message.
     void tell_sender_done(std::uint16_t status);
     void pipeline_step();
-    bool shared_staging_usable(const Envelope &env) const;
-    // This receive could copy a sender's chunks out of its shared slots, were the sender on
-    // this node and offering them: the part of shared_staging_usable that is this side's.
-    bool takes_shared_slots() const;
+    // The receive paths (recv_op.cc: choose_mode asks each whether it can serve).
+    TransferMode choose_mode(const Envelope &env) const;
+    Accel *pull_source(const Envelope &env) const;
+    bool declines_small_pull(const Envelope &env) const;
+    bool pull_can_serve(const Envelope &env) const;
+    bool direct_can_serve(const Envelope &env) const;
+    bool shared_can_serve(const Envelope &env) const;
+    bool start_pull(const Envelope &env);
+    void start_direct(const Envelope &env);
+    void start_shared(const Envelope &env);
+    void start_pipeline();
     void start_shared_copy(ChunkState &c);
     bool acknowledge_chunk(ChunkState &c);
     bool admit_pipeline();
@@ -352,6 +365,7 @@ private:
     std::size_t next_chunk_ = 0, chunks_done_ = 0;
     void *reserved_slot_ = nullptr;  // first slot, held before the CTS goes out
     PinnedPool *pool_ = nullptr;
+    Accel *pull_source_ = nullptr;  // the sender's component, when a pull could serve
     std::unique_ptr<DeviceBuffer> ipc_source_;
     std::vector<std::unique_ptr<Completion>> ipc_copies_;
     // A pull into host memory below kPullIntoHostMin, or not contiguous: chunk by chunk
