@@ -5,7 +5,7 @@
 # to the next by more than most knobs move a benchmark, so settings are only compared
 # within a call, and round by round.
 # Run through maint/gpu-check (which builds the tree and exports MPIEXEC):
-#   KNOB_VARIANTS='default|MPIACC_HOST_CHUNK_STAGING=0|MPIACC_PIPELINE_TRANSFERS=4' \
+#   KNOB_VARIANTS='default|MPIACC_CHUNK_SIZE=1M|MPIACC_PIPELINE_TRANSFERS=4' \
 #     GPU_CHECK_SCRIPT=maint/diag/knob-ab.sh bash maint/gpu-check
 # KNOB_VARIANTS: settings separated by '|'; each is `default` or VAR=VALUE words that go
 #   to env(1) (several words set several knobs at once).
