@@ -5,7 +5,7 @@
 # to the next by more than most knobs move a benchmark, so settings are only compared
 # within a call, and round by round.
 # Run through maint/gpu-check (which builds the tree and exports MPIEXEC):
-#   KNOB_VARIANTS='default|MPIACC_HOST_CHUNK_STAGING=0|MPIACC_PIPELINE_TRANSFERS=4' \
+#   KNOB_VARIANTS='default|MPIACC_CHUNK_SIZE=1M|MPIACC_PIPELINE_TRANSFERS=4' \
 #     GPU_CHECK_SCRIPT=maint/diag/knob-ab.sh bash maint/gpu-check
 # KNOB_VARIANTS: settings separated by '|'; each is `default` or VAR=VALUE words that go
 #   to env(1) (several words set several knobs at once).
@@ -14,7 +14,7 @@
 # `--iters 100 --bw-iters 10 --min-iters 2 --min-time 0.01` measures as its pt2pt phases do),
 # KNOB_ROUNDS (3), KNOB_ENV (words for every setting, default MPIACC_IPC=0: the pipeline),
 # KNOB_BENCH (bench/pt2pt), KNOB_CONFIGS (mpiacc,staged,pipeline; add mpich-host for
-# MPICH host-to-host, the bar issue 4 sets the pipeline from 4 MiB; the bench measures it
+# MPICH host-to-host, the pipeline's bar from 4 MiB; the bench measures it
 # only in direction H->H, which is then added to KNOB_DIRS).
 # Prints each round's rows as `label round config,direction,size,lat_us,bw_GBs`, then for
 # each setting and size the median over rounds of MPI-ACC's bandwidth over the best hand

@@ -18,9 +18,9 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 
 if [ "${1:-}" = --tarball ]; then
-  # REV's sources with configure made (autogen.sh), without bench/results: a make-dist
-  # tarball carries the results (17 MB by session 36), and two of those beside the
-  # dependencies overflow the device tool's 64 MiB carry.
+  # REV's sources with configure made (autogen.sh), without bench/results: older
+  # revisions hold tens of MB of results, which would overflow the device tool's 64 MiB
+  # carry beside the dependencies.
   rev=${2:?--tarball REV}
   scratch=$(mktemp -d /tmp/mpiacc-ab.XXXXXX)
   if git -C "$root" archive --prefix=mpiacc-old/ "$rev" | tar -x -C "$scratch" &&
@@ -40,7 +40,7 @@ fi
 out=${1:?OUTDIR, or --tarball REV}
 : "${AB_COMMAND:?AB_COMMAND: the command line to compare (see the top of this file)}"
 # AB_COMMAND is eval'ed: an unquoted direction list (--dirs D->H) is a redirect to a file
-# named "D-", and the rounds print nothing (sessions 30 and 32 each lost a device call so).
+# named "D-", and the rounds print nothing.
 if [[ "$AB_COMMAND" =~ --dirs[[:space:]]+[A-Z] ]]; then
   echo "lib-ab: quote the --dirs list in AB_COMMAND (--dirs \"D->D,H->D\"): eval reads -> as a redirect" >&2
   exit 2

@@ -24,7 +24,7 @@
  *
  * TIMELINE_SLOW_US=T keeps, of every top-level call after the warm-up, only those that took
  * at least T us (TIMELINE_CALLS is then ignored): for stalls that come once in thousands of
- * messages, such as the 5-48 ms ones in host-to-device ping-pongs of 16-32 KiB (session 42).
+ * messages, such as the 5-48 ms ones seen in host-to-device ping-pongs of 16-32 KiB.
  * Read them with p2p-timeline.py --each, which lists every kept call's events. */
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
@@ -255,7 +255,7 @@ int MPI_Finalize(void) {
     const char *dir = getenv("TIMELINE_DIR");
     char path[4096];
     /* Built against another MPI's mpi.h, MPI_COMM_WORLD means something else to MPICH,
-     * and both ranks wrote timeline.0.tsv over each other (GPU machine, session 10). */
+     * and both ranks write timeline.0.tsv over each other. */
     const char *pmi_rank = getenv("PMI_RANK");
     if (PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS || (pmi_rank && atoi(pmi_rank) != rank)) {
         fprintf(stderr, "[p2p-timeline] MPI_COMM_WORLD rank %d, PMI_RANK %s: build the shim with MPICH's $MPICC\n",

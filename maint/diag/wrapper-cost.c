@@ -7,8 +7,8 @@
  *   $MPICC -O2 -o /tmp/wrapper-cost maint/diag/wrapper-cost.c -L.libs -lmpiacc
  *   MPIACC_CUDA_AUTODETECT=0 LD_LIBRARY_PATH=.libs mpiexec -n 1 /tmp/wrapper-cost [BYTES [WINDOW]]
  *
- * LD_LIBRARY_PATH picks the libmpiacc to measure, so two builds compare in one
- * session. BYTES (default 8) under 200 takes MPI_Recv's bounced path, 200 and over
+ * LD_LIBRARY_PATH picks the libmpiacc to measure, so two builds compare on one
+ * machine. BYTES (default 8) under 200 takes MPI_Recv's bounced path, 200 and over
  * its in-place one. (A blocking MPI_Send to itself would wait: MPICH's self path
  * holds the send until the receive is posted.)
  *
