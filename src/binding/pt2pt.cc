@@ -27,7 +27,7 @@ MPI_Request completed_request() {
 
 int pmpi_send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, SendMode mode,
               MPI_Request *request) {
-    if (request) return pmpi_isend(buf, count, type, dest, tag, comm, mode, request);
+    if (request) return matching::post_send(buf, count, type, dest, tag, comm, mode, request);
     // A blocking send must not stall transfers this rank owes progress to (DESIGN 2.6).
     if (!transfers_in_flight() || mode == SendMode::BUFFERED) {
         switch (mode) {

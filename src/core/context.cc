@@ -10,6 +10,7 @@
 #include "core/buffer_desc.h"
 #include "core/progress.h"
 #include "mpiacc.h"
+#include "netmod/netmod.h"
 #include "util/node_identity.h"
 #include "util/probe.h"
 #include "pool/shared_memory.h"
@@ -95,6 +96,8 @@ int initialize_context(int provided_thread_level) {
     PMPI_Comm_set_name(ctx.proto_comm, "MPI-ACC protocol");
     // Protocol errors are handled, never fatal, on the private communicator.
     PMPI_Comm_set_errhandler(ctx.proto_comm, MPI_ERRORS_RETURN);
+    rc = initialize_netmod(ctx.proto_comm);
+    if (rc != MPI_SUCCESS) return rc;
     rc = PMPI_Comm_dup(MPI_COMM_WORLD, &ctx.meeting_comm);
     if (rc != MPI_SUCCESS) return rc;
     PMPI_Comm_set_name(ctx.meeting_comm, "MPI-ACC meetings");
@@ -176,6 +179,7 @@ void finalize_context() {
     for (int *kv : {&ctx.keyvals.buf_type, &ctx.keyvals.stream, &ctx.keyvals.command_queue, &ctx.keyvals.event,
                     &ctx.keyvals.context, &ctx.keyvals.device, &ctx.keyvals.offset})
         if (*kv != MPI_KEYVAL_INVALID) PMPI_Type_free_keyval(kv);
+    finalize_netmod();
     if (ctx.proto_comm != MPI_COMM_NULL) PMPI_Comm_free(&ctx.proto_comm);
     if (ctx.meeting_comm != MPI_COMM_NULL) PMPI_Comm_free(&ctx.meeting_comm);
     ctx.initialized = false;

@@ -17,18 +17,9 @@ namespace {
 constexpr int kMessagesPerPoll = 64;
 
 // The next control message addressed to this rank, received; false when none is there
-// (or, `wait`ing for one, when MPICH fails).
+// (or, `wait`ing for one, when the netmod fails).
 bool take_control_message(ControlMessage *msg, int *from, bool wait = false) {
-    int flag = 1;
-    MPI_Message handle = MPI_MESSAGE_NULL;
-    MPI_Status st;
-    const MPI_Comm comm = context().proto_comm;
-    const int rc = wait ? PMPI_Mprobe(MPI_ANY_SOURCE, kControlTag, comm, &handle, &st)
-                        : PMPI_Improbe(MPI_ANY_SOURCE, kControlTag, comm, &flag, &handle, &st);
-    if (rc != MPI_SUCCESS || !flag) return false;
-    if (PMPI_Mrecv(msg, sizeof *msg, MPI_BYTE, &handle, &st) != MPI_SUCCESS) return false;
-    *from = st.MPI_SOURCE;
-    return true;
+    return wait ? netmod().wait_control(msg, sizeof *msg, from) : netmod().poll_control(msg, sizeof *msg, from);
 }
 
 // The hints receivers send their senders outside any transfer, by world rank: RNDV_HINT
@@ -54,7 +45,7 @@ struct PeerHints {
     // number of peers (DESIGN 2.7); with none free the next message asks again.
     static constexpr int kInFlight = 4;
     ControlMessage messages[kInFlight] = {};
-    MPI_Request requests[kInFlight] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    NetHandle requests[kInFlight] = {};
 };
 
 PeerHints &peer_hints() {
@@ -76,7 +67,7 @@ PeerHints &peer_hints() {
 // in flight or MPICH refused it (the caller then asks again at its next occasion).
 bool send_hint(PeerHints &h, int world_peer, ControlType type, std::uint64_t bytes, std::uint16_t status) {
     int slot = 0;
-    while (slot < PeerHints::kInFlight && h.requests[slot] != MPI_REQUEST_NULL && !netmod().test(&h.requests[slot]))
+    while (slot < PeerHints::kInFlight && !netmod().test(&h.requests[slot]))
         ++slot;
     if (slot == PeerHints::kInFlight) return false;
     ControlMessage &m = h.messages[slot];
@@ -85,8 +76,8 @@ bool send_hint(PeerHints &h, int world_peer, ControlType type, std::uint64_t byt
     m.type = static_cast<std::uint16_t>(type);
     m.bytes = bytes;
     m.status = status;
-    if (netmod().send_bytes(&m, sizeof m, world_peer, kControlTag, &h.requests[slot]) != MPI_SUCCESS) {
-        h.requests[slot] = MPI_REQUEST_NULL;
+    if (netmod().send_control(&m, sizeof m, world_peer, &h.requests[slot]) != MPI_SUCCESS) {
+        h.requests[slot] = NetHandle{};
         return false;
     }
     ++h.sent_to[world_peer];
@@ -208,7 +199,6 @@ bool host_rndv_hinted(MPI_Comm comm, int dest, std::size_t bytes) {
 }
 
 void finish_peer_hints() {
-    Context &ctx = context();
     PeerHints &h = peer_hints();
     // How many hints were sent to this rank, summed over the senders; every rank takes
     // part, whatever its own knob. A hint still on its way is counted by its sender, and
@@ -217,12 +207,11 @@ void finish_peer_hints() {
     int expected = 0;
     ControlMessage msg;
     int from = MPI_PROC_NULL;
-    if (PMPI_Reduce_scatter_block(h.sent_to.data(), &expected, 1, MPI_INT, MPI_SUM, ctx.proto_comm) == MPI_SUCCESS) {
+    if (netmod().sum_sent_to_me(h.sent_to.data(), &expected) == MPI_SUCCESS) {
         while (h.taken < expected && take_control_message(&msg, &from, true))
             if (msg.magic != kEnvelopeMagic || !take_hint(from, msg)) MPIACC_COUNT("protocol.control.orphan");
     }
-    for (MPI_Request &r : h.requests)
-        if (r != MPI_REQUEST_NULL) PMPI_Wait(&r, MPI_STATUS_IGNORE);
+    for (NetHandle &r : h.requests) netmod().wait(&r);
     h = PeerHints{};  // every request is null again
 }
 

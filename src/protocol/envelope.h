@@ -110,12 +110,11 @@ constexpr std::uint16_t kCtsDeclinedForBlockingReceive = 1;
 
 static_assert(sizeof(Envelope) == kEnvelopeBytes, "envelope size is part of the protocol");
 
-// The tag on the private communicator for transfer `id`'s data. Tag 0 is the control
-// channel; ids wrap within [1, tag_ub].
+// The tag for transfer `id`'s data. Tag 0 is the netmod's control channel; ids wrap
+// within [1, tag_ub].
 inline int data_tag(std::uint64_t id, int tag_ub) {
     return 1 + static_cast<int>(id % static_cast<std::uint64_t>(tag_ub));
 }
-constexpr int kControlTag = 0;
 
 // The first kEnvelopeBytes of a host buffer that receives in place, kept from the post.
 // An envelope for a message shorter than itself lands there whole, and a receive may

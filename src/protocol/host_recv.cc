@@ -237,7 +237,7 @@ int post_host_recv(void *buf, int count, MPI_Datatype type, std::size_t bytes, i
         rec->lands = HostRecv::Landing::USER;
         // `small` lands nothing here: it keeps the buffer's first bytes (envelope_op).
         std::memcpy(rec->small, contiguous, kEnvelopeBytes);
-        rc = PMPI_Irecv(buf, count, type, source, tag, comm, &rec->handle);
+        rc = matching::post_recv(buf, count, type, source, tag, comm, &rec->handle);
     } else {
         const std::size_t n = std::max(std::min(bytes, largest_payload(ctx.knobs)), kEnvelopeBytes);
         if (n > kEnvelopeBytes) {
@@ -246,7 +246,7 @@ int post_host_recv(void *buf, int count, MPI_Datatype type, std::size_t bytes, i
         } else {
             rec->lands = HostRecv::Landing::SMALL;
         }
-        rc = PMPI_Irecv(rec->landing(), static_cast<int>(n), MPI_BYTE, source, tag, comm, &rec->handle);
+        rc = matching::post_recv(rec->landing(), static_cast<int>(n), MPI_BYTE, source, tag, comm, &rec->handle);
     }
     if (rc != MPI_SUCCESS) {
         protocol_state().host_recvs.release(rec);
@@ -349,7 +349,7 @@ HostRecvPoll poll_host_recv(HostRecv *rec) {
     MPI_Status st;
     st.MPI_ERROR = MPI_SUCCESS;
     int flag = 0;
-    int rc = PMPI_Request_get_status(rec->handle, &flag, &st);
+    int rc = matching::peek(rec->handle, &flag, &st);
     if (!flag) return HostRecvPoll::PENDING;
     if (rc != MPI_SUCCESS) st.MPI_ERROR = rc;
     ++protocol_state().host_recvs.changes;
@@ -382,7 +382,7 @@ void poll_host_recvs() {
             MPI_Status st;
             st.MPI_ERROR = MPI_SUCCESS;
             int flag = 0;
-            int rc = PMPI_Test(&rec->handle, &flag, &st);
+            int rc = matching::test(&rec->handle, &flag, &st);
             if (!flag) continue;
             if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) st.MPI_ERROR = rc;
             finish_detached(rec, st);
@@ -396,7 +396,7 @@ int free_host_recv(HostRecv *rec) {
     ++protocol_state().host_recvs.changes;
     if (rec->state == HostRecv::State::DELIVERED) {
         protocol_state().host_recvs.unindex(rec);
-        PMPI_Request_free(&rec->handle);
+        matching::release(&rec->handle);
         protocol_state().host_recvs.release(rec);
         return MPI_SUCCESS;
     }
@@ -408,14 +408,14 @@ int free_host_recv(HostRecv *rec) {
 
 int cancel_host_recv(HostRecv *rec) {
     if (rec->state != HostRecv::State::POSTED) return MPI_SUCCESS;
-    return PMPI_Cancel(&rec->handle);
+    return matching::cancel(&rec->handle);
 }
 
 void cancel_detached_host_recvs() {
     std::vector<HostRecv *> recs;
     protocol_state().host_recvs.collect(&recs);
     for (HostRecv *rec : recs)
-        if (rec->detached) PMPI_Cancel(&rec->handle);
+        if (rec->detached) matching::cancel(&rec->handle);
 }
 
 bool detached_host_recvs_left() { return protocol_state().host_recvs.any_detached(); }
@@ -429,8 +429,8 @@ void release_all_host_recvs() {
             t.undetach(rec);
         else
             t.unindex(rec);
-        if (rec->state == HostRecv::State::POSTED) PMPI_Cancel(&rec->handle);
-        PMPI_Request_free(&rec->handle);
+        if (rec->state == HostRecv::State::POSTED) matching::cancel(&rec->handle);
+        matching::release(&rec->handle);
         settle_record(rec);
         t.release(rec);
     }

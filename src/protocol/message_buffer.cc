@@ -364,11 +364,10 @@ bool chunk_copy_fault(std::string *why) {
 
 void stop_chunks(std::vector<ChunkState> *chunks, ChunkFlow flow) {
     for (auto &c : *chunks) {
-        if (c.request == MPI_REQUEST_NULL) continue;
         if (flow == ChunkFlow::SENDING)
             netmod().abandon(&c.request);
         else
-            PMPI_Cancel(&c.request);
+            netmod().cancel(&c.request);
     }
 }
 
@@ -381,7 +380,7 @@ bool retire_stopped_chunks(std::vector<ChunkState> *chunks) {
         it->copy.reset();
         if (it->peer_segment) release_peer_segment(it->peer_segment);
         it->peer_segment = nullptr;
-        if (it->request != MPI_REQUEST_NULL && !netmod().test(&it->request)) {
+        if (!netmod().test(&it->request)) {
             ++it;
             continue;
         }
@@ -405,7 +404,7 @@ void retire_chunks_now(std::vector<ChunkState> *chunks, ChunkFlow flow) {
     while (!retire_stopped_chunks(chunks) && PMPI_Wtime() < deadline) {
     }
     for (auto &c : *chunks) {
-        if (c.request != MPI_REQUEST_NULL) PMPI_Request_free(&c.request);
+        netmod().release(&c.request);
         MPIACC_COUNT("protocol.chunks_left_unretired");
     }
     chunks->clear();

@@ -42,8 +42,8 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
         posting = Posting::WATCHED_BOUNCE;
     if (posting == Posting::IN_PLACE) {
         if (char *start = op->dest_.contiguous_host()) op->in_place_head_.keep(start);
-        rc = PMPI_Irecv(op->dest_.host, op->dest_.count, op->dest_.type.get(), source, tag, comm,
-                        &op->matching_request_);
+        rc = matching::post_recv(op->dest_.host, op->dest_.count, op->dest_.type.get(), source, tag, comm,
+                                 &op->matching_request_);
         op->data_in_user_buffer_ = true;
         if (char *start = op->dest_.contiguous_host()) {
             auto lo = reinterpret_cast<std::uintptr_t>(start);
@@ -56,11 +56,11 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
         if (!op->device_bounce_) op->bounce_ = BounceBuffer(n, accel_caps(op->dest_.kind).registers_host);
         if (posting == Posting::BLOCKING_BOUNCE) {
             // A message already here is matched without an Irecv, a request and rounds of
-            // PMPI_Test: for an 8 B host payload into device memory, 0.34 us from the
-            // captured receive to the match against 0.74 (probe build, H200 machine).
+            // tests: half the time from the captured receive to the match for a small
+            // payload (docs/performance.md, "Waiting in the driver").
             MPI_Status st;
             st.MPI_ERROR = MPI_SUCCESS;
-            rc = PMPI_Recv(op->posted_bounce(), static_cast<int>(n), MPI_BYTE, source, tag, comm, &st);
+            rc = matching::recv_now(op->posted_bounce(), static_cast<int>(n), MPI_BYTE, source, tag, comm, &st);
             if (rc != MPI_SUCCESS) {
                 int error_class = rc;
                 PMPI_Error_class(rc, &error_class);
@@ -72,8 +72,8 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
             op->matched_from(st);
             rc = MPI_SUCCESS;
         } else {
-            rc = PMPI_Irecv(op->posted_bounce(), static_cast<int>(n), MPI_BYTE, source, tag, comm,
-                            &op->matching_request_);
+            rc = matching::post_recv(op->posted_bounce(), static_cast<int>(n), MPI_BYTE, source, tag, comm,
+                                     &op->matching_request_);
         }
     }
     if (rc != MPI_SUCCESS) return rc;
@@ -133,18 +133,19 @@ RecvOp::~RecvOp() {
     withdraw();
     retire_chunks_now(&chunks_, ChunkFlow::RECEIVING);
     retire_chunks_now(&unsent_, ChunkFlow::RECEIVING);
-    for (MPI_Request *r : {&matching_request_, &control_request_, &data_request_}) {
-        if (*r == MPI_REQUEST_NULL) continue;
-        if (r == &matching_request_ && state_ == State::MATCHING) PMPI_Cancel(r);
-        PMPI_Request_free(r);
+    if (matching_request_ != MPI_REQUEST_NULL) {
+        if (state_ == State::MATCHING) matching::cancel(&matching_request_);
+        matching::release(&matching_request_);
     }
+    netmod().release(&control_request_);
+    netmod().release(&data_request_);
     release_pooled();
 }
 
 void RecvOp::release_pooled() {
     // Only once nothing of MPICH's can still write into the bounce buffer (the destructor
     // calls it after freeing its requests).
-    if (matching_request_ != MPI_REQUEST_NULL || data_request_ != MPI_REQUEST_NULL) return;
+    if (matching_request_ != MPI_REQUEST_NULL || data_request_.pending()) return;
     if (reserved_slot_) pool_->release(reserved_slot_);
     reserved_slot_ = nullptr;
     if (device_bounce_) dest_.device->release_receive_bounce(device_bounce_);
@@ -153,7 +154,7 @@ void RecvOp::release_pooled() {
 }
 
 int RecvOp::cancel() {
-    if (state_ == State::MATCHING && matching_request_ != MPI_REQUEST_NULL) return PMPI_Cancel(&matching_request_);
+    if (state_ == State::MATCHING && matching_request_ != MPI_REQUEST_NULL) return matching::cancel(&matching_request_);
     return MPI_SUCCESS;
 }
 
@@ -165,7 +166,7 @@ void RecvOp::fail(int error_class, const std::string &what) {
     stop_chunks(&chunks_, ChunkFlow::RECEIVING);
     retire_stopped_chunks(&chunks_);
     retire_stopped_chunks(&unsent_);
-    if (data_request_ != MPI_REQUEST_NULL) PMPI_Cancel(&data_request_);
+    netmod().cancel(&data_request_);
     status.MPI_ERROR = error;
     PMPI_Status_set_elements_x(&status, MPI_BYTE, 0);
     state_ = State::DONE;
@@ -188,7 +189,7 @@ void RecvOp::on_abort(const ControlMessage &msg) {
     const int error_class = msg.status ? msg.status : MPI_ERR_OTHER;
     std::string what = format("the sender (rank %d of the world) could not produce the data after the CTS", peer_);
     if (state_ != State::DATA || (mode_ != TransferMode::PIPELINE && mode_ != TransferMode::SHARED) ||
-        data_request_ != MPI_REQUEST_NULL) {
+        data_request_.pending()) {
         fail(error_class, what);
         return;
     }
@@ -218,9 +219,9 @@ void RecvOp::progress() {
         MPI_Status st;
         st.MPI_ERROR = MPI_SUCCESS;
         if (matching_is_user_handle_) {
-            rc = PMPI_Request_get_status(matching_request_, &flag, &st);
+            rc = matching::peek(matching_request_, &flag, &st);
         } else {
-            rc = PMPI_Test(&matching_request_, &flag, &st);
+            rc = matching::test(&matching_request_, &flag, &st);
         }
         if (!flag) return;
         MPIACC_PROBE("recv.matched");
@@ -248,7 +249,7 @@ void RecvOp::progress() {
             case State::PAYLOAD_STAGE: payload_stage_step(); break;
             case State::AWAIT_SLOT:
             case State::DATA:
-                if (data_request_ != MPI_REQUEST_NULL) {
+                if (data_request_.pending()) {
                     if (netmod().test(&data_request_)) finish_data();
                 } else {
                     pipeline_step();
@@ -264,8 +265,8 @@ void RecvOp::progress() {
         }
     }
     netmod().test(&control_request_);
-    if ((state_ == State::DONE || state_ == State::FIN) && control_request_ == MPI_REQUEST_NULL && chunks_.empty() &&
-        unsent_.empty() && data_request_ == MPI_REQUEST_NULL) {
+    if ((state_ == State::DONE || state_ == State::FIN) && !control_request_.pending() && chunks_.empty() &&
+        unsent_.empty() && !data_request_.pending()) {
         state_ = State::DONE;
         complete = true;
     }
@@ -318,9 +319,7 @@ void RecvOp::matched_from(const MPI_Status &st) {
 
 void RecvOp::on_matched(const MPI_Status &st, const void *data, std::size_t len) {
     status = st;
-    int cancelled = 0;
-    PMPI_Test_cancelled(&st, &cancelled);
-    if (cancelled) {
+    if (matching::cancelled(st)) {
         set_status(&status, st.MPI_SOURCE, st.MPI_TAG, 0, MPI_SUCCESS, true);
         state_ = State::DONE;
         return;
@@ -434,7 +433,7 @@ void RecvOp::send_control(ControlType type, std::uint16_t mode_or_status) {
     } else {
         control_.status = mode_or_status;
     }
-    if (netmod().send_bytes(&control_, sizeof control_, peer_, kControlTag, &control_request_) != MPI_SUCCESS)
+    if (netmod().send_control(&control_, sizeof control_, peer_, &control_request_) != MPI_SUCCESS)
         fail(MPI_ERR_OTHER, "sending the CTS/FIN control message failed");
 }
 

@@ -96,7 +96,7 @@ bool RecvOp::acknowledge_chunk(ChunkState &c) {
     m.type = static_cast<std::uint16_t>(ControlType::CHUNK_DONE);
     m.transfer_id = envelope_.transfer_id;
     m.bytes = c.index;
-    if (netmod().send_bytes(&m, sizeof m, peer_, kControlTag, &c.request) != MPI_SUCCESS) {
+    if (netmod().send_control(&m, sizeof m, peer_, &c.request) != MPI_SUCCESS) {
         fail(MPI_ERR_OTHER, "sending a CHUNK_DONE control message failed");
         return false;
     }
@@ -250,7 +250,11 @@ void RecvOp::pipeline_step() {
             c.pool = pool_;
             into = slot;
         }
-        if (netmod().recv_bytes(into, into_len, peer_, tag, &c.request) != MPI_SUCCESS) {
+        // A notice arrives as a message; a chunk is placed into its slot (or straight into
+        // the host buffer).
+        const int rc = shared ? netmod().recv_bytes(into, into_len, peer_, tag, &c.request)
+                              : netmod().expect_placement(into, into_len, peer_, tag, &c.request);
+        if (rc != MPI_SUCCESS) {
             if (c.staging) pool_->release(c.staging);
             fail(MPI_ERR_OTHER, "posting a chunk receive failed");
             return;

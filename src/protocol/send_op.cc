@@ -63,20 +63,11 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
     }
 
     MPIACC_PROBE("send.envelope");
-    int rc;
-    switch (mode) {
-        case SendMode::BUFFERED:
-            rc = PMPI_Ibsend(&op->envelope_, kEnvelopeBytes, MPI_BYTE, dest, tag, comm, &op->envelope_request_);
-            break;
-        case SendMode::READY:
-            rc = PMPI_Irsend(&op->envelope_, kEnvelopeBytes, MPI_BYTE, dest, tag, comm, &op->envelope_request_);
-            break;
-        default:
-            // Synchronous sends need nothing more: the sender completes only after the
-            // receiver's CTS or FIN, which it sends once the envelope has matched.
-            rc = PMPI_Isend(&op->envelope_, kEnvelopeBytes, MPI_BYTE, dest, tag, comm, &op->envelope_request_);
-            break;
-    }
+    // Synchronous sends need nothing more than a standard envelope: the sender completes
+    // only after the receiver's CTS or FIN, which it sends once the envelope has matched.
+    const SendMode envelope_mode = mode == SendMode::SYNCHRONOUS ? SendMode::STANDARD : mode;
+    const int rc = matching::post_send(&op->envelope_, kEnvelopeBytes, MPI_BYTE, dest, tag, comm, envelope_mode,
+                                       &op->envelope_request_);
     if (rc != MPI_SUCCESS) {
         op->release_fin_word();  // no receiver has it
         return rc;
@@ -98,9 +89,9 @@ SendOp::~SendOp() {
     // the receiver may still write the word. (A reply, a failed post and a cancel free it.)
     if (fin_word_ >= 0) own_fin_words().abandon(fin_word_);
     retire_chunks_now(&chunks_, ChunkFlow::SENDING);
-    if (envelope_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&envelope_request_);
-    if (data_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&data_request_);
-    if (abort_request_ != MPI_REQUEST_NULL) PMPI_Request_free(&abort_request_);
+    if (envelope_request_ != MPI_REQUEST_NULL) matching::release(&envelope_request_);
+    netmod().release(&data_request_);
+    netmod().release(&abort_request_);
 }
 
 void SendOp::on_control(const ControlMessage &msg) {
@@ -140,12 +131,10 @@ void SendOp::read_fin_word() {
 int SendOp::cancel() {
     // Only a send whose envelope has not matched yet can be cancelled, as in MPICH.
     if (state_ != State::AWAIT_REPLY || have_reply_ || envelope_request_ == MPI_REQUEST_NULL) return MPI_SUCCESS;
-    PMPI_Cancel(&envelope_request_);
+    matching::cancel(&envelope_request_);
     MPI_Status st;
-    PMPI_Wait(&envelope_request_, &st);
-    int was_cancelled = 0;
-    PMPI_Test_cancelled(&st, &was_cancelled);
-    if (was_cancelled) {
+    matching::wait(&envelope_request_, &st);
+    if (matching::cancelled(st)) {
         release_fin_word();  // the envelope never reached a receiver
         set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS, true);
         state_ = State::DONE;
@@ -168,7 +157,7 @@ void SendOp::fail(int error_class, const char *what) {
         // so none is left unmatched in MPICH, where it could match a later transfer whose
         // data tag is the same once ids wrap around tag_ub.
         abort_msg_.bytes = next_to_send_;
-        netmod().send_bytes(&abort_msg_, sizeof abort_msg_, peer_, kControlTag, &abort_request_);
+        netmod().send_control(&abort_msg_, sizeof abort_msg_, peer_, &abort_request_);
         aborted_to_peer_ = true;
     }
     // Copies still running into staging slots, and chunk sends the receiver is still to
@@ -181,12 +170,12 @@ void SendOp::fail(int error_class, const char *what) {
 void SendOp::progress() {
     if (envelope_request_ != MPI_REQUEST_NULL) {
         int flag = 0;
-        PMPI_Test(&envelope_request_, &flag, MPI_STATUS_IGNORE);
+        matching::test(&envelope_request_, &flag, MPI_STATUS_IGNORE);
     }
     if (state_ == State::AWAIT_REPLY && !have_reply_ && fin_word_ >= 0) read_fin_word();
     if (state_ == State::AWAIT_REPLY && have_reply_) start_data();
     if (state_ == State::DATA) {
-        if (data_request_ != MPI_REQUEST_NULL) {
+        if (data_request_.pending()) {
             if (netmod().test(&data_request_)) finish();
         } else {
             pipeline_step();
@@ -194,7 +183,7 @@ void SendOp::progress() {
     }
     netmod().test(&abort_request_);
     if (state_ == State::DONE && !chunks_.empty()) retire_stopped_chunks(&chunks_);  // failed
-    if (state_ == State::DONE && envelope_request_ == MPI_REQUEST_NULL && abort_request_ == MPI_REQUEST_NULL &&
+    if (state_ == State::DONE && envelope_request_ == MPI_REQUEST_NULL && !abort_request_.pending() &&
         chunks_.empty())
         complete = true;
 }
@@ -432,8 +421,10 @@ bool SendOp::post_chunk(ChunkState &c, int tag) {
         rc = netmod().send_bytes(&n, sizeof n, peer_, tag, &c.request);
         if (rc != MPI_SUCCESS) c.awaiting_ack = false;
     } else {
+        // Into the slot the receiver holds for it; the CTS names none yet, which the
+        // two-sided `mpi` netmod does not need (its receiver posts into the slot).
         const void *from = c.staging ? c.staging : source_.contiguous_host() + c.offset;
-        rc = netmod().send_bytes(from, c.len, peer_, tag, &c.request);
+        rc = netmod().place(from, c.len, peer_, tag, RemoteSlot{}, &c.request);
     }
     if (rc != MPI_SUCCESS) {
         fail(MPI_ERR_OTHER, "sending a pipeline chunk failed");
@@ -448,16 +439,6 @@ void SendOp::finish() {
     if (registered_) {
         protocol_state().senders.erase(id_);
         registered_ = false;
-    }
-}
-
-int pmpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, SendMode mode,
-               MPI_Request *request) {
-    switch (mode) {
-        case SendMode::BUFFERED: return PMPI_Ibsend(buf, count, type, dest, tag, comm, request);
-        case SendMode::SYNCHRONOUS: return PMPI_Issend(buf, count, type, dest, tag, comm, request);
-        case SendMode::READY: return PMPI_Irsend(buf, count, type, dest, tag, comm, request);
-        default: return PMPI_Isend(buf, count, type, dest, tag, comm, request);
     }
 }
 
@@ -502,7 +483,10 @@ StagedSendOp::~StagedSendOp() {
     }
     // Only at finalize with the send unfinished: a send only reads its staging buffer,
     // which goes after this.
-    netmod().abandon(&request_);
+    if (request_ != MPI_REQUEST_NULL) {
+        matching::cancel(&request_);
+        matching::release(&request_);
+    }
 }
 
 bool StagedSendOp::post_when_staged() {
@@ -515,7 +499,8 @@ bool StagedSendOp::post_when_staged() {
     const std::size_t bytes = source_.bytes;
     source_ = MessageBuffer{};
     if (!cancel_requested_ && err == MPI_SUCCESS) {
-        err = pmpi_isend(staging_.data(), static_cast<int>(bytes), MPI_BYTE, dest_, tag_, comm, mode_, &request_);
+        err = matching::post_send(staging_.data(), static_cast<int>(bytes), MPI_BYTE, dest_, tag_, comm, mode_,
+                                  &request_);
         if (err == MPI_SUCCESS) {
             MPIACC_COUNT("protocol.send.eager_device_posted_later");
             return true;
@@ -534,15 +519,14 @@ void StagedSendOp::progress() {
     if (copy_) return;  // unposted: post_staged_payloads() posts it in turn
     int flag = 0;
     MPI_Status st;
-    int rc = PMPI_Test(&request_, &flag, &st);
+    int rc = matching::test(&request_, &flag, &st);
     if (rc != MPI_SUCCESS) {
         error = rc;
         flag = 1;
     }
     if (!flag) return;
-    int cancelled = 0;
-    if (rc == MPI_SUCCESS) PMPI_Test_cancelled(&st, &cancelled);
-    set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, error, cancelled != 0);
+    const bool cancelled = rc == MPI_SUCCESS && matching::cancelled(st);
+    set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, error, cancelled);
     staging_.reset();
     complete = true;
 }
@@ -552,7 +536,7 @@ int StagedSendOp::cancel() {
         cancel_requested_ = true;
         return MPI_SUCCESS;
     }
-    return request_ == MPI_REQUEST_NULL ? MPI_SUCCESS : PMPI_Cancel(&request_);
+    return request_ == MPI_REQUEST_NULL ? MPI_SUCCESS : matching::cancel(&request_);
 }
 
 // The only op in flight, so the head of the queue: its copy runs on MPI-ACC's own stream

@@ -15,8 +15,10 @@
 
 #include "accel/accel.h"
 #include "core/knobs.h"
+#include "core/matching.h"
 #include "core/op.h"
 #include "datatype/layout.h"
+#include "netmod/netmod.h"
 #include "pool/pinned_pool.h"
 #include "protocol/envelope.h"
 
@@ -106,8 +108,6 @@ void clear_bounce_cache();
 // receive.
 constexpr std::size_t kPinnedBounceMin = 64u << 10;
 
-enum class SendMode { STANDARD, BUFFERED, SYNCHRONOUS, READY };
-
 // Small blocking device sends that go staged to a peer which declined an IPC pull,
 // before IPC is offered to it again: kEagerRun after a first refusal, twice as many
 // after each refusal in a row, at most kEagerRunMax. Every refused offer costs a round
@@ -133,7 +133,7 @@ struct ChunkState {
     void *staging = nullptr;
     PinnedPool *pool = nullptr;
     std::unique_ptr<Completion> copy;
-    MPI_Request request = MPI_REQUEST_NULL;
+    NetHandle request;  // the chunk's (or its notice's) transfer
     std::unique_ptr<SharedChunkMessages> shared;
     // Receiver, SHARED: the sender's segment this chunk's copy reads, mapped here; its
     // use (map_peer_segment) is released once the copy is over.
@@ -239,14 +239,14 @@ private:
     bool have_reply_ = false;
     // The FIN word the envelope offers (protocol/fin_words.h), until the reply: -1 for none.
     int fin_word_ = -1;
-    MPI_Request data_request_ = MPI_REQUEST_NULL;  // DIRECT
+    NetHandle data_request_;     // DIRECT
     std::vector<char> prefix_;                     // DIRECT, truncated non-contiguous
     std::vector<ChunkState> chunks_;
     std::size_t next_chunk_ = 0, next_to_send_ = 0, chunks_done_ = 0, nchunks_ = 0;
     std::size_t chunk_size_ = 0, depth_ = 0, send_bytes_ = 0;
     bool aborted_to_peer_ = false;
     ControlMessage abort_msg_{};
-    MPI_Request abort_request_ = MPI_REQUEST_NULL;
+    NetHandle abort_request_;
 };
 
 // A receive MPI-ACC handles: into device memory, into a bounce buffer (receives smaller
@@ -358,8 +358,8 @@ private:
     std::size_t bytes_ = 0, chunk_size_ = 0, depth_ = 0, nchunks_ = 0;
     bool truncated_ = false;
     ControlMessage control_{};
-    MPI_Request control_request_ = MPI_REQUEST_NULL;
-    MPI_Request data_request_ = MPI_REQUEST_NULL;
+    NetHandle control_request_;
+    NetHandle data_request_;
     std::vector<char> packed_;  // non-contiguous host destination
     std::vector<ChunkState> chunks_;
     std::size_t next_chunk_ = 0, chunks_done_ = 0;
@@ -424,10 +424,6 @@ private:
     std::uint64_t sequence_ = 0;  // 0: posted at construction, never queued
     bool cancel_requested_ = false;
 };
-
-// MPICH's nonblocking send of `mode`: PMPI_Isend, PMPI_Ibsend, PMPI_Issend or PMPI_Irsend.
-int pmpi_isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, SendMode mode,
-               MPI_Request *request);
 
 // Unposted payloads (StagedSendOp) are posted to MPICH in call order by progress, each
 // once its copy has ended. Caller holds the StateLock.
