@@ -3,7 +3,7 @@
 // that has an Isend(gpu), or a host message above the rendezvous threshold, in flight
 // would sit in MPICH while its receiver, not yet in the call, waits in MPI_Recv for the
 // data: neither ever arrives (seen with MPI_Comm_split and MPI_Comm_dup and a 4 MiB host
-// MPI_Isend before session 18).
+// MPI_Isend; test/mpi/progress_blocking_calls.c).
 //
 // So every member first meets the others in a nonblocking barrier on the communicator,
 // driving MPI-ACC progress until all have arrived. From then on each member is inside

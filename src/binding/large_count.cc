@@ -1,9 +1,9 @@
-// MPI-4's large-count point-to-point calls (MPI_Send_c, MPI_Recv_c, ...). Before session
-// 18 they went straight to MPICH: a large-count receive of a message MPI-ACC had sent by
-// rendezvous took the 200-byte envelope as the data, and a device buffer reached MPICH
-// as if it were host memory.
+// MPI-4's large-count point-to-point calls (MPI_Send_c, MPI_Recv_c, ...). Straight to
+// MPICH, a large-count receive of a message MPI-ACC had sent by rendezvous would take the
+// 200-byte envelope as the data, and a device buffer would reach MPICH as if it were host
+// memory.
 //
-// Each one now takes the path of its int twin. A count that fits an int is passed as it
+// So each one takes the path of its int twin. A count that fits an int is passed as it
 // is. A larger one is passed as one element of a contiguous type of `count` elements,
 // which carries the original type's MPI-ACC attributes: the same bytes, the same type
 // signature, so it matches, truncates and reports status bytes as the large count would,

@@ -1,6 +1,6 @@
 // MPI_Pack and MPI_Unpack (with their external and large-count forms) take host memory
-// only: packing device data is ROADMAP 1 (non-contiguous GPU data). Before session 18 a
-// tagged cl_mem or a CUDA pointer reached MPICH, which read or wrote it as host memory.
+// only: packing device data comes with derived datatypes on devices. Straight to MPICH, a
+// tagged cl_mem or a CUDA pointer would be read or written as host memory.
 // The typed buffer is refused when its type is tagged with a device kind or it is CUDA
 // memory found by pointer query; the untyped one (the packed bytes) when it is CUDA
 // memory. Errors go to the communicator's handler, MPI_COMM_WORLD's for the external

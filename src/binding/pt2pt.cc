@@ -198,9 +198,9 @@ namespace {
 
 // A nonblocking send of small device data with a pinned slot: the copy into the slot is
 // issued and the call returns; progress sends the payload once the copy has ended, after
-// every payload queued before it (BRIEF S1: the caller is not held for the GPU). A window
-// of 32 such copies took 2.6 us a message issued back to back on the H200 machine, and
-// 7.3 waited for one by one (maint/diag/small-copy-window.cu).
+// every payload queued before it (BRIEF S1: the caller is not held for the GPU). Issued
+// back to back, a window's copies overlap (docs/performance.md, "Deferred small
+// nonblocking device sends").
 int post_staged_later(MessageBuffer &&mb, StagingBuffer &&staging, int dest, int tag, MPI_Comm comm, SendMode mode,
                       const char *call, MPI_Request *request) {
     std::unique_ptr<Completion> copy;

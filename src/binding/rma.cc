@@ -1,7 +1,7 @@
 // One-sided communication takes host memory only: device windows and device origin
-// buffers are not supported yet (ROADMAP 8 starts from them). Before session 18 a device
-// origin buffer reached MPICH, which read or wrote it as host memory (a CUDA pointer
-// faults; a cl_mem handle is the address of a driver object). Now an origin or result
+// buffers are not supported yet. Straight to MPICH, a device origin buffer would be read
+// or written as host memory (a CUDA pointer faults; a cl_mem handle is the address of a
+// driver object). So an origin or result
 // buffer tagged with a device MPIX_ACC_BUF_TYPE, or found to be CUDA memory, and a window
 // base found to be CUDA memory, get MPI_ERR_UNSUPPORTED_OPERATION through the window's
 // error handler (the communicator's, for MPI_Win_create), naming the call and the

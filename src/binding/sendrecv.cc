@@ -1,6 +1,6 @@
 // MPI-4's MPI_Isendrecv and MPI_Isendrecv_replace: one request for a receive and a send.
-// Before session 18 they went straight to MPICH, so a host receive took an MPI-ACC
-// envelope as the data and a device buffer reached MPICH as host memory.
+// Straight to MPICH, a host receive would take an MPI-ACC envelope as the data and a
+// device buffer would reach MPICH as host memory.
 //
 // Both halves are MPI-ACC operations owned by one op behind a generalized request:
 // the receive is a RecvOp posted into an internal buffer (a payload is copied out of

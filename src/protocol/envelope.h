@@ -131,9 +131,8 @@ bool looks_like_envelope(const void *buf, std::size_t bytes);
 
 // Copies a payload out of the bounce buffer it landed in (every receive smaller than an
 // envelope lands in one). Up to 16 bytes inline, in two moves that may overlap: a call to
-// memcpy for 8 bytes cost 1 ns of the dev machine's 4-5 ns of MPI_Recv overhead. Longer
-// ones are memcpy's: inline 16-byte moves up to 200 bytes measured no better at 32-256 B on
-// the GPU machine (bench/results/explore-2026-11-25-h100-s17.txt).
+// memcpy cost a quarter of MPI_Recv's own overhead for 8 bytes. Longer ones are memcpy's,
+// which inline moves did not beat (docs/performance.md, "Host fast path and idle receives").
 inline void copy_bounced_payload(void *dst, const void *src, std::size_t n) {
     char *d = static_cast<char *>(dst);
     const char *s = static_cast<const char *>(src);

@@ -1,8 +1,8 @@
 // How the receiver of an IPC pull tells a sender on its node that the pull is done: it
 // writes a word in the sender's shared memory, where DESIGN 2.4 sends a FIN message.
-// The FIN cost the puller ~0.4 us (its PMPI_Isend and the test of it) on the critical
-// path of each small device-to-device message, and the sender an MPICH transit and a
-// matched probe before its call could return (probe timelines, two H200s, session 30).
+// The FIN message cost the puller a send and its test on the critical path of each small
+// device-to-device message, and the sender an MPICH transit and a matched probe before
+// its call could return (docs/performance.md, "IPC FIN word").
 // A pull only ever happens between two processes of one node, so the word is always
 // reachable where the FIN was needed, unless the processes cannot open each other's
 // descriptors (another PID namespace, no permission): the receiver then sends the FIN,

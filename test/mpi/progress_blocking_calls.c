@@ -4,9 +4,8 @@
  * function; rank 1 first receives the message, then calls the same function. The message
  * needs rank 0 to answer rank 1's CTS after the Isend, so each case hangs (run-test's time
  * limit) if the call blocks in MPICH without driving MPI-ACC. Each case also checks what
- * the call computed. Before session 18, MPI_Comm_split, MPI_Comm_dup and
- * MPI_Reduce_scatter hung this way; before session 19, MPI_Win_start (rank 0 the origin)
- * and MPI_File_open.
+ * the call computed. Without the progress they add, MPI_Comm_split, MPI_Comm_dup,
+ * MPI_Reduce_scatter, MPI_Win_start (rank 0 the origin) and MPI_File_open hung this way.
  * MPIACC-TEST-RANKS: 2 */
 #include <unistd.h>
 
