@@ -125,13 +125,15 @@ private:
     std::atomic<cl_uint> ours_{0};
 };
 
+// ReceiveBounces budget per entry: as much as the registered bounce buffers CUDA
+// receives may keep (a window of 32 receives of 4 MiB).
+constexpr std::size_t kReceiveBounceBytes = std::size_t{128} << 20;
+
 struct EntrySettings {
-    std::size_t slot_size = 256 << 10;   // knobs().chunk_size
-    std::size_t pool_bytes = 64u << 20;  // knobs().pool_size
-    // ReceiveBounces budget: as much as the registered bounce buffers CUDA receives may
-    // keep (a window of 32 receives of 4 MiB).
-    std::size_t receive_bounce_bytes = 128u << 20;
-    // The pool's slots in memory peers on this node can map (shared_staging).
+    std::size_t slot_size = 256 << 10;   // AccelSettings::slot_size
+    std::size_t pool_bytes = 64u << 20;  // AccelSettings::pool_bytes
+    std::size_t receive_bounce_bytes = kReceiveBounceBytes;
+    // The pool's slots in memory peers on this node can map (AccelSettings::shared_staging).
     bool share_pool = true;
 };
 

@@ -21,7 +21,6 @@
 #include <unordered_set>
 #include <utility>
 
-#include "core/context.h"
 #include "util/error.h"
 #include "pool/shared_memory.h"
 
@@ -177,16 +176,14 @@ public:
 
 }  // namespace
 
-OpenClSettings OpenClSettings::from_knobs() {
-    const Knobs &k = knobs();
-    OpenClSettings settings;
-    settings.platform = k.opencl_platform;
-    settings.cache_entries = k.opencl_cache_size;
-    settings.slot_size = k.chunk_size;
-    settings.pool_bytes = k.pool_size;
-    settings.receive_bounce_bytes = k.opencl_receive_bounces;
-    settings.share_pool = k.shared_staging;
-    return settings;
+OpenClSettings OpenClSettings::from(const AccelSettings &settings) {
+    OpenClSettings s;
+    s.platform = settings.opencl_platform;
+    s.cache_entries = settings.opencl_cache_entries;
+    s.slot_size = settings.slot_size;
+    s.pool_bytes = settings.pool_bytes;
+    s.share_pool = settings.shared_staging;
+    return s;
 }
 
 // ------------------------------------------------------------------ OpenClDeviceBuffer
@@ -275,9 +272,12 @@ std::unique_ptr<Completion> OpenClDeviceBuffer::dependency() {
 
 // ------------------------------------------------------------------ OpenClAccel
 
-OpenClAccel::OpenClAccel() : settings_from_knobs_(true) {}
+OpenClAccel::OpenClAccel(OpenClSettings settings) : settings_(std::move(settings)) {}
 
-OpenClAccel::OpenClAccel(OpenClSettings settings) : settings_from_knobs_(false), settings_(std::move(settings)) {}
+void OpenClAccel::reconfigure(const AccelSettings &settings) {
+    std::lock_guard<std::mutex> lock(settings_mutex_);
+    if (!settings_fixed_) settings_ = OpenClSettings::from(settings);
+}
 
 OpenClAccel::~OpenClAccel() {
     shutdown();
@@ -286,7 +286,10 @@ OpenClAccel::~OpenClAccel() {
 
 void OpenClAccel::initialise() {
     std::call_once(initialise_once_, [this] {
-        if (settings_from_knobs_) settings_ = OpenClSettings::from_knobs();
+        {
+            std::lock_guard<std::mutex> lock(settings_mutex_);
+            settings_fixed_ = true;
+        }
         scan_platforms();
         opencl::EntrySettings entry_settings;
         entry_settings.slot_size = settings_.slot_size;
@@ -621,6 +624,8 @@ std::size_t OpenClAccel::cached_entries() const {
     return cache_->size();
 }
 
-std::unique_ptr<Accel> make_opencl_accel(const AccelSettings &) { return std::make_unique<OpenClAccel>(); }
+std::unique_ptr<Accel> make_opencl_accel(const AccelSettings &settings) {
+    return std::make_unique<OpenClAccel>(OpenClSettings::from(settings));
+}
 
 }  // namespace mpiacc
