@@ -103,9 +103,10 @@ std::string cl_error_name(cl_int code) {
 
 const OpenClCounters &opencl_counters() {
     static const OpenClCounters counters{
-        counter("opencl.cache.hit"),     counter("opencl.cache.miss"),   counter("opencl.cache.evicted"),
-        counter("opencl.queue.created"), counter("opencl.pinned.alloc"), counter("opencl.program.built"),
-        counter("opencl.peer_pin"),      counter("opencl.peer_unpin"),
+        MPIACC_COUNTER_REF("opencl.cache.hit"),     MPIACC_COUNTER_REF("opencl.cache.miss"),
+        MPIACC_COUNTER_REF("opencl.cache.evicted"), MPIACC_COUNTER_REF("opencl.queue.created"),
+        MPIACC_COUNTER_REF("opencl.pinned.alloc"),  MPIACC_COUNTER_REF("opencl.program.built"),
+        MPIACC_COUNTER_REF("opencl.peer_pin"),      MPIACC_COUNTER_REF("opencl.peer_unpin"),
     };
     return counters;
 }

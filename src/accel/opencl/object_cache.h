@@ -71,8 +71,7 @@ using ProgramRef = ClRef<cl_program, clRetainProgram, clReleaseProgram>;
 // "CL_INVALID_MEM_OBJECT" for -38; "CL error -N" for codes not in the table.
 std::string cl_error_name(cl_int code);
 
-// The component's named counters, looked up once (counter() takes a lock and a map
-// lookup; these are bumped per capture).
+// The component's named counters (util/counters.def), bumped per capture.
 struct OpenClCounters {
     std::atomic<std::int64_t> &cache_hit;
     std::atomic<std::int64_t> &cache_miss;
