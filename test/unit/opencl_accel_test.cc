@@ -996,10 +996,9 @@ TEST_F(OpenClAccelTest, a_pinned_peer_segment_is_let_go_when_unmapped_and_its_ad
 
 // A receiver pins a peer's segment the first time a notice names it, while the peer may
 // still be copying its next chunk into another slot of that segment: new memory, touched
-// for the first time. Pinning must not write into it. NVIDIA's OpenCL, asked to map the
-// USE_HOST_PTR buffer for reading, wrote older bytes back over the peer's copy in 149 of
-// 200 trials (maint/diag/ocl-wrap-writeback.c; pt2pt_opencl once found 12 KiB of zeros
-// at the end of a chunk).
+// for the first time. Pinning must not write into it: NVIDIA's OpenCL, asked to map the
+// USE_HOST_PTR buffer for reading, wrote older bytes back over the peer's copy, and a
+// chunk arrived with zeros at its end (docs/performance.md, 'Shared staging').
 TEST_F(OpenClAccelTest, pinning_a_peer_segment_never_writes_into_it_while_the_peer_copies) {
     constexpr std::size_t kBytes = 4 << 20, kWords = kBytes / 8;
     auto accel = make_accel(4);

@@ -1,4 +1,4 @@
-// The OpenCL component of the accelerator table (BRIEF A2). The buffer argument is the
+// The OpenCL component of the accelerator table. The buffer argument is the
 // cl_mem itself; its context and device come from MPIX_ACC_COMMAND_QUEUE, or from
 // MPIX_ACC_CONTEXT (plus MPIX_ACC_DEVICE when the context has several devices).
 // Copies run on the cache entry's own in-order queues and wait for the dependency
@@ -40,11 +40,11 @@ public:
     OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry, opencl::MemRef mem, std::size_t offset,
                        std::size_t bytes, opencl::EventRef dependency);
     // A buffer of a blocking call (BufferAttrs::within_call) on the user's in-order
-    // `queue`, which the call keeps alive (not retained: releasing a queue reference cost
-    // 2.5 us on NVIDIA's OpenCL). A copy of the whole region runs on that queue, after the
-    // work already there, with no marker: a marker and a copy on our queue waiting for it
-    // cost 3.5 us more for 8 bytes (H200 machine). Pipeline chunks still run on our two
-    // queues, behind a marker taken at the first of them.
+    // `queue`, which the call keeps alive, so it is not retained (a release is costly on
+    // NVIDIA's OpenCL). A copy of the whole region runs on that queue, after the work
+    // already there, with no marker: a marker and a copy on our queue waiting for it are
+    // slower for a small message (docs/performance.md, 'OpenCL blocking calls'). Pipeline
+    // chunks still run on our two queues, behind a marker taken at the first of them.
     OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry, opencl::MemRef mem, std::size_t offset,
                        std::size_t bytes, cl_command_queue queue);
 
@@ -71,8 +71,8 @@ public:
     void note_pageable_payload(std::size_t bytes) override {
         if (bytes >= kOfferBouncesFrom) entry_->receive_bounces().offer();
     }
-    // Below this, a copy from pageable memory is as fast as from pinned (8 B: 7.4 us
-    // against 7.35 on the H200 machine); at 64 KiB it is 3.5 GB/s against 6.5.
+    // Below this, a copy from pageable memory is as fast as from pinned; from here on the
+    // pinned one is faster (docs/performance.md, 'OpenCL receive bounces').
     static constexpr std::size_t kOfferBouncesFrom = 64u << 10;
     std::unique_ptr<Completion> dependency() override;
     bool pin_host_region(void *base, std::size_t bytes, std::uint64_t mapping, std::string *why) override {
