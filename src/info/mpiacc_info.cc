@@ -119,7 +119,6 @@ void print_config() {
     }
 }
 
-
 // Malformed values are listed after the knobs: the library reports them the same way
 // at MPI_Init and uses the defaults.
 void print_knobs() {

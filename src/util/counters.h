@@ -61,12 +61,12 @@ std::atomic<std::int64_t> &counter_at(int index);
 std::atomic<std::int64_t> &counter(const std::string &name);
 
 // Bumps counter `name`, a string literal declared in counters.def.
-#define MPIACC_COUNT(name)                                                                           \
-    do {                                                                                             \
-        static_assert(::mpiacc::counter_index(name) >= 0,                                            \
-                      "MPIACC_COUNT(" name "): not declared in src/util/counters.def");              \
-        constexpr int mpiacc_counter_index_ = ::mpiacc::counter_index(name);                         \
-        ::mpiacc::counter_at(mpiacc_counter_index_).fetch_add(1, std::memory_order_relaxed);         \
+#define MPIACC_COUNT(name)                                                                   \
+    do {                                                                                     \
+        static_assert(::mpiacc::counter_index(name) >= 0,                                    \
+                      "MPIACC_COUNT(" name "): not declared in src/util/counters.def");      \
+        constexpr int mpiacc_counter_index_ = ::mpiacc::counter_index(name);                 \
+        ::mpiacc::counter_at(mpiacc_counter_index_).fetch_add(1, std::memory_order_relaxed); \
     } while (0)
 
 // The counter `name` (a string literal declared in counters.def) itself, to keep.
