@@ -1,12 +1,14 @@
 // mpiacc_info: what this MPI-ACC is and how it will behave, the way mpichversion and
 // ompi_info answer for MPICH and Open MPI. Prints the version, the build configuration,
-// the MPICH underneath, which accelerator kinds are usable on this machine now, and
-// every MPIACC_* knob with its effective value. It never calls MPI_Init, so it runs
-// anywhere, without mpiexec and without a GPU.
+// the MPICH underneath, which accelerator kinds are usable on this machine now and what
+// each can do, and every user knob with its effective value. It never calls MPI_Init,
+// so it runs anywhere, without mpiexec and without a GPU.
 //
-//   mpiacc_info            everything
-//   mpiacc_info --config   version, build, MPICH, accelerators
-//   mpiacc_info --knobs    knobs only
+//   mpiacc_info              configuration and knobs
+//   mpiacc_info --config     version, build, MPICH, accelerators
+//   mpiacc_info --knobs      user knobs only (the test-only ones are not listed)
+//   mpiacc_info --counters   the event counters and what each counts
+// Options combine: each one given adds its section.
 #include "config.h"
 
 #include <mpi.h>
@@ -19,6 +21,7 @@
 #include "accel/accel.h"
 #include "core/knobs.h"
 #include "mpiacc.h"
+#include "util/counters.h"
 
 #ifndef MPIACC_CONFIGURE_ARGS
 #define MPIACC_CONFIGURE_ARGS "(unknown)"
@@ -65,6 +68,21 @@ std::vector<std::string> mpich_lines() {
     return out;
 }
 
+// What the protocol may ask of a kind (AccelCaps), the true ones by name.
+std::string capability_list(const mpiacc::AccelCaps &caps) {
+    const struct {
+        bool has;
+        const char *name;
+    } all[] = {{caps.ipc, "ipc"},
+               {caps.detects_pointers, "pointer detection"},
+               {caps.handle_addressed, "handle-addressed"},
+               {caps.registers_host, "host registration"}};
+    std::string out;
+    for (const auto &c : all)
+        if (c.has) out += (out.empty() ? "" : ", ") + std::string(c.name);
+    return out.empty() ? "none" : out;
+}
+
 void print_config() {
     line("MPI-ACC version:", PACKAGE_VERSION);
     const char *args = MPIACC_CONFIGURE_ARGS;
@@ -96,7 +114,8 @@ void print_config() {
         if (!mpiacc::accel_built(k.kind) || !accel)
             line(key.c_str(), "not built");
         else
-            line(key.c_str(), accel->available() ? "available" : "built, no usable device");
+            line(key.c_str(), std::string(accel->available() ? "available" : "built, no usable device") +
+                                  "; capabilities: " + capability_list(mpiacc::accel_caps(k.kind)));
     }
 }
 
@@ -117,22 +136,34 @@ void print_knobs() {
     }
 }
 
+// The counters a run may read (mpiacc_counter_value), which verbose output and the
+// diagnostics in maint/diag name.
+void print_counters() {
+    std::printf("Counters (util/counters.def; name, what one count is):\n");
+    for (std::size_t i = 0; i < mpiacc::kDeclaredCounters; ++i)
+        std::printf("  %-42s %s\n", mpiacc::declared_counter(i).name, mpiacc::declared_counter(i).doc);
+}
+
 void usage(FILE *to) {
     std::fprintf(to,
-                 "usage: mpiacc_info [--config | --knobs]\n"
-                 "  --config  version, build configuration, MPICH, accelerators available now\n"
-                 "  --knobs   every MPIACC_* environment variable with its effective value\n");
+                 "usage: mpiacc_info [--config] [--knobs] [--counters]\n"
+                 "  --config    version, build configuration, MPICH, accelerators and their capabilities\n"
+                 "  --knobs     every user knob (MPIACC_* environment variable) with its effective value\n"
+                 "  --counters  the event counters and what each counts\n"
+                 "  (no option: --config and --knobs)\n");
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
-    bool config = true, knobs = true;
+    bool config = false, knobs = false, counters = false;
     for (int i = 1; i < argc; i++) {
         if (!std::strcmp(argv[i], "--config")) {
-            knobs = false;
+            config = true;
         } else if (!std::strcmp(argv[i], "--knobs")) {
-            config = false;
+            knobs = true;
+        } else if (!std::strcmp(argv[i], "--counters")) {
+            counters = true;
         } else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
@@ -142,9 +173,20 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (!config && !knobs) config = knobs = true;  // both options given: print both
-    if (config) print_config();
-    if (config && knobs) std::printf("\n");
-    if (knobs) print_knobs();
+    if (!config && !knobs && !counters) config = knobs = true;
+    const char *gap = "";
+    if (config) {
+        print_config();
+        gap = "\n";
+    }
+    if (knobs) {
+        std::printf("%s", gap);
+        print_knobs();
+        gap = "\n";
+    }
+    if (counters) {
+        std::printf("%s", gap);
+        print_counters();
+    }
     return 0;
 }

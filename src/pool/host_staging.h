@@ -34,9 +34,9 @@ std::unique_ptr<PinnedPool> make_host_staging_pool(std::size_t slot_size, std::s
 
 // Anonymous memory in transparent huge pages (map_staging_memory), not page-locked: the
 // staging of a host buffer's pipeline chunks to a receiver on this node, whose MPICH reads
-// each with one CMA copy. That copy walks the sender's pages, and ran 10-20% faster out of
-// 2 MiB pages than out of the 4 KiB ones of a malloc buffer on the H200 machine
-// (bench/results/explore-2026-11-26-h200x2-s27.txt, section 3).
+// each with one CMA copy. That copy walks the sender's pages, and runs faster out of
+// 2 MiB pages than out of the 4 KiB ones of a malloc buffer (docs/performance.md, 'Host
+// chunk staging').
 class HugePageHostAllocator : public PinnedAllocator {
 public:
     ~HugePageHostAllocator() override;

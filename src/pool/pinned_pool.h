@@ -1,5 +1,5 @@
 // Pinned staging pool: fixed-size slots carved from a few large pinned allocations
-// made on first use and kept until finalize (dissertation 5.1, BRIEF P1). Its size is
+// made on first use and kept until finalize (dissertation 5.1). Its size is
 // bounded; when every slot is taken, acquire() returns null and the transfer waits
 // (back-pressure, DESIGN.md 2.7) instead of allocating more.
 #pragma once
@@ -107,14 +107,15 @@ private:
 
 // Whether a cached buffer of `capacity` bytes should serve a request for `bytes`: it fits
 // and is at most twice the size. A larger one would be page-locked whole for a small
-// payload (a 64 KiB receive handed a 4 MiB buffer left by a window cost 1 ms a message
-// on the H200 machine), and kept from the requests of its own size. The bounce caches of
+// payload, a cost per message far above the copy's (docs/performance.md, 'Receive
+// bounce buffers'), and kept from the requests of its own size. The bounce caches of
 // host (BounceBuffer) and OpenCL (ReceiveBounces) receives both choose by it.
 inline bool reusable_for(std::size_t capacity, std::size_t bytes) { return capacity >= bytes && capacity / 2 <= bytes; }
 
 // Binds this thread's memory allocations to the NUMA node nearest a PCI device (by bus
 // id, "0000:3b:00.0"), or to the nodes the process runs on when the id is empty or
-// unknown, for as long as the object lives (BRIEF P5). Uses hwloc; a no-op where the
+// unknown, for as long as the object lives: the wrong socket costs GPU-CPU bandwidth
+// (docs/performance.md, 'Staging memory placement'). Uses hwloc; a no-op where the
 // topology has no NUMA information.
 class NumaAllocationScope {
 public:

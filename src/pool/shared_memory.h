@@ -2,8 +2,8 @@
 // shared pool (memfd), and the cache of peers' segments mapped here. A pipeline between
 // two ranks of one node then moves each chunk with two DMAs, the sender's device-to-host
 // copy into its slot and the receiver's host-to-device copy out of the same slot, and no
-// CPU copy between them (MPICH's transport makes one; on the H200 machine it held the
-// staged path near MPICH's own host-to-host bandwidth, 5-9 GB/s).
+// CPU copy between them (MPICH's transport makes one, which held the staged path near
+// MPICH's own host-to-host bandwidth: docs/performance.md, 'Shared staging').
 #pragma once
 
 #include <atomic>

@@ -3,8 +3,8 @@
 // the ranks of one host share) and on which CPU, and MPI_Finalize writes the record to
 // $MPIACC_PROBE_DIR/probes.RANK.tsv. maint/diag/probe-timeline.sh builds that library and
 // maint/diag/probe-report.py says how long each step between two probes took. The shims
-// in maint/diag see only the driver and PMPI calls; the ~2 us a small IPC message spends
-// over the raw pull (issue 4, criterion 2) is the library's own code between them.
+// in maint/diag see only the driver and PMPI calls; what a small IPC message spends over
+// the raw pull is the library's own code between them.
 // In a normal build the macro is nothing. UCX's UCS_PROFILE_* macros are the model.
 #pragma once
 

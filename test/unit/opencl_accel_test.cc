@@ -107,7 +107,7 @@ void CL_CALLBACK note_context_destroyed(cl_context, void *flag) { static_cast<st
 class OpenClAccelTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        platform_filter_ = OpenClSettings::from_knobs().platform;
+        platform_filter_ = OpenClSettings::from(accel_settings()).platform;
         cl_uint count = 0;
         if (clGetPlatformIDs(0, nullptr, &count) != CL_SUCCESS || count == 0) GTEST_SKIP() << "no OpenCL platform";
         std::vector<cl_platform_id> platforms(count);
@@ -254,6 +254,44 @@ TEST_F(OpenClAccelTest, unavailable_when_platform_knob_matches_no_platform) {
     settings.platform = "no such OpenCL platform";
     OpenClAccel accel(settings);
     EXPECT_FALSE(accel.available());
+}
+
+// The library makes the component from AccelSettings (accel/registry.cc), never from the
+// knobs: the platform and cache size it is given are the ones it uses.
+TEST_F(OpenClAccelTest, made_from_accel_settings_uses_their_platform_and_cache_size) {
+    AccelSettings none;
+    none.opencl_platform = "no such OpenCL platform";
+    EXPECT_FALSE(make_opencl_accel(none)->available());
+
+    AccelSettings uncached;
+    uncached.opencl_platform = platform_filter_;
+    uncached.opencl_cache_entries = 0;
+    std::unique_ptr<Accel> accel = make_opencl_accel(uncached);
+    ASSERT_TRUE(accel->available());
+    MemRef mem = zeroed_buffer(64);
+    std::unique_ptr<DeviceBuffer> buffer;
+    std::string why;
+    ASSERT_EQ(accel->capture(mem.get(), 64, queue_attrs(user_.queue.get()), &buffer, &why), MPI_SUCCESS) << why;
+    EXPECT_EQ(static_cast<OpenClAccel &>(*accel).cached_entries(), 0u);
+}
+
+// configure_accels reaches a component made before MPI_Init through reconfigure: taken
+// until its first use, kept from then on (its cache and pools were made with them).
+TEST_F(OpenClAccelTest, reconfigure_applies_until_first_use_only) {
+    AccelSettings usable;
+    usable.opencl_platform = platform_filter_;
+    AccelSettings none;
+    none.opencl_platform = "no such OpenCL platform";
+
+    std::unique_ptr<Accel> late = make_opencl_accel(usable);
+    late->reconfigure(none);
+    EXPECT_FALSE(late->available());
+
+    std::unique_ptr<Accel> used = make_opencl_accel(none);
+    used->reconfigure(usable);
+    EXPECT_TRUE(used->available());
+    used->reconfigure(none);
+    EXPECT_TRUE(used->available());
 }
 
 // ------------------------------------------------------------------ capture validation
@@ -958,10 +996,9 @@ TEST_F(OpenClAccelTest, a_pinned_peer_segment_is_let_go_when_unmapped_and_its_ad
 
 // A receiver pins a peer's segment the first time a notice names it, while the peer may
 // still be copying its next chunk into another slot of that segment: new memory, touched
-// for the first time. Pinning must not write into it. NVIDIA's OpenCL, asked to map the
-// USE_HOST_PTR buffer for reading, wrote older bytes back over the peer's copy in 149 of
-// 200 trials (maint/diag/ocl-wrap-writeback.c; pt2pt_opencl once found 12 KiB of zeros
-// at the end of a chunk).
+// for the first time. Pinning must not write into it: NVIDIA's OpenCL, asked to map the
+// USE_HOST_PTR buffer for reading, wrote older bytes back over the peer's copy, and a
+// chunk arrived with zeros at its end (docs/performance.md, 'Shared staging').
 TEST_F(OpenClAccelTest, pinning_a_peer_segment_never_writes_into_it_while_the_peer_copies) {
     constexpr std::size_t kBytes = 4 << 20, kWords = kBytes / 8;
     auto accel = make_accel(4);
@@ -1088,7 +1125,7 @@ int check_contexts_with_two_devices() {
     // has made no OpenCL call yet. Overwrite 0: a caller's own choice wins.
     setenv("POCL_DEVICES", "pthread pthread", 0);
     OpenClSettings settings;
-    settings.platform = OpenClSettings::from_knobs().platform;
+    settings.platform = OpenClSettings::from(accel_settings()).platform;
     cl_uint count = 0;
     if (clGetPlatformIDs(0, nullptr, &count) != CL_SUCCESS || count == 0) return kTwoDevicesSkipped;
     std::vector<cl_platform_id> platforms(count);

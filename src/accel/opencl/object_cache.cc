@@ -103,9 +103,10 @@ std::string cl_error_name(cl_int code) {
 
 const OpenClCounters &opencl_counters() {
     static const OpenClCounters counters{
-        counter("opencl.cache.hit"),     counter("opencl.cache.miss"),   counter("opencl.cache.evicted"),
-        counter("opencl.queue.created"), counter("opencl.pinned.alloc"), counter("opencl.program.built"),
-        counter("opencl.peer_pin"),      counter("opencl.peer_unpin"),
+        MPIACC_COUNTER_REF("opencl.cache.hit"),     MPIACC_COUNTER_REF("opencl.cache.miss"),
+        MPIACC_COUNTER_REF("opencl.cache.evicted"), MPIACC_COUNTER_REF("opencl.queue.created"),
+        MPIACC_COUNTER_REF("opencl.pinned.alloc"),  MPIACC_COUNTER_REF("opencl.program.built"),
+        MPIACC_COUNTER_REF("opencl.peer_pin"),      MPIACC_COUNTER_REF("opencl.peer_unpin"),
     };
     return counters;
 }
@@ -217,10 +218,10 @@ void *OpenClPinnedAllocator::map(MemRef buffer, std::size_t bytes, SharedSegment
 }
 
 void *OpenClPinnedAllocator::allocate(std::size_t bytes, std::string *why) {
-    // Host memory on the device's NUMA node: the wrong socket costs up to 49% of
-    // GPU-CPU bandwidth (BRIEF P5). Implementations place ALLOC_HOST_PTR memory at
-    // creation or at first map, and a shared segment gets its pages when it is made;
-    // all of it happens inside the scope.
+    // Host memory on the device's NUMA node: the wrong socket costs GPU-CPU bandwidth
+    // (docs/performance.md, 'Staging memory placement'). Implementations place
+    // ALLOC_HOST_PTR memory at creation or at first map, and a shared segment gets its
+    // pages when it is made; all of it happens inside the scope.
     NumaAllocationScope near_device(pci_bus_id_);
     if (!ensure_map_queue(why)) return nullptr;
     cl_int error = CL_SUCCESS;
@@ -270,10 +271,9 @@ void *OpenClPinnedAllocator::wrap(void *host_memory, std::size_t bytes, std::str
     }
     const cl_uint charged = references_->charge_since(before);
     // Not mapped. The buffer's existence alone makes NVIDIA's driver take the range as
-    // pinned (51.5 GB/s host-to-device out of it, mapped or not, against 6.7 without it,
-    // H200 machine). And a blocking map for reading, made while the peer wrote the
-    // segment's fresh pages, put older bytes back over the peer's copy in 149 of 200
-    // trials (maint/diag/ocl-wrap-writeback.c): a SHARED receive then took zeros.
+    // pinned, mapped or not. And a blocking map for reading, made while the peer wrote
+    // the segment's fresh pages, put older bytes back over the peer's copy: a SHARED
+    // receive then took zeros (docs/performance.md, 'Shared staging').
     if (!buffers_.emplace(host_memory, Mapping{std::move(buffer), charged, SharedSegment{}, false}).second) {
         references_->discharge(charged);
         *why = "internal error: this memory is already wrapped";

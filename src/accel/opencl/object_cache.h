@@ -1,7 +1,7 @@
-// The OpenCL object cache (BRIEF P7): per (cl_context, cl_device_id), the objects a
-// transfer needs and that are costly to make per message: two internal in-order queues,
-// the pinned staging pool and compiled programs. The dissertation measured 88.7% lower
-// latency below 256 KB once these were reused instead of created per message.
+// The OpenCL object cache: per (cl_context, cl_device_id), the objects a transfer needs
+// and that are costly to make per message: two internal in-order queues, the pinned
+// staging pool and compiled programs. Reusing them is the dissertation's object caching,
+// which cut small-message latency most (docs/performance.md, 'OpenCL object cache').
 #pragma once
 
 #ifndef CL_TARGET_OPENCL_VERSION
@@ -71,8 +71,7 @@ using ProgramRef = ClRef<cl_program, clRetainProgram, clReleaseProgram>;
 // "CL_INVALID_MEM_OBJECT" for -38; "CL error -N" for codes not in the table.
 std::string cl_error_name(cl_int code);
 
-// The component's named counters, looked up once (counter() takes a lock and a map
-// lookup; these are bumped per capture).
+// The component's named counters (util/counters.def), bumped per capture.
 struct OpenClCounters {
     std::atomic<std::int64_t> &cache_hit;
     std::atomic<std::int64_t> &cache_miss;
@@ -96,7 +95,7 @@ std::string device_pci_bus_id(cl_device_id device);
 // clSetContextDestructorCallback can never fire while the entry exists. We therefore
 // compare CL_CONTEXT_REFERENCE_COUNT with what we hold.
 //
-// What PoCL 3.1 reports (measured on this machine): CL_CONTEXT_REFERENCE_COUNT counts
+// What PoCL 3.1 reports: CL_CONTEXT_REFERENCE_COUNT counts
 // the user's handle plus one per cl_command_queue, cl_mem, user event and cl_program
 // made in the context (markers and other enqueued events add nothing), and the
 // destructor callback fires only when the last of them is released. The OpenCL spec
@@ -125,22 +124,24 @@ private:
     std::atomic<cl_uint> ours_{0};
 };
 
+// ReceiveBounces budget per entry: as much as the registered bounce buffers CUDA
+// receives may keep (a window of 32 receives of 4 MiB).
+constexpr std::size_t kReceiveBounceBytes = std::size_t{128} << 20;
+
 struct EntrySettings {
-    std::size_t slot_size = 256 << 10;   // knobs().chunk_size
-    std::size_t pool_bytes = 64u << 20;  // knobs().pool_size
-    // ReceiveBounces budget: as much as the registered bounce buffers CUDA receives may
-    // keep (a window of 32 receives of 4 MiB).
-    std::size_t receive_bounce_bytes = 128u << 20;
-    // The pool's slots in memory peers on this node can map (shared_staging).
+    std::size_t slot_size = 256 << 10;   // AccelSettings::slot_size
+    std::size_t pool_bytes = 64u << 20;  // AccelSettings::pool_bytes
+    std::size_t receive_bounce_bytes = kReceiveBounceBytes;
+    // The pool's slots in memory peers on this node can map (AccelSettings::shared_staging).
     bool share_pool = true;
 };
 
 // Pinned staging memory for one (context, device): buffers mapped once, persistently, so
 // their host pointers are the fast path for clEnqueueRead/Write. A sharing allocator
 // makes each one a CL_MEM_USE_HOST_PTR buffer over a shared segment (shared_memory.h),
-// which NVIDIA's OpenCL reads and writes at the pinned rate (50-53 GB/s on the H200
-// machine, against 7-9 for shared memory no such buffer covers: maint/diag/
-// ocl-shm-dma.c, ocl-wrap-writeback.c); the others use CL_MEM_ALLOC_HOST_PTR. wrap()
+// which NVIDIA's OpenCL reads and writes at the pinned rate, several times that of
+// shared memory no such buffer covers (docs/performance.md, 'Shared staging');
+// the others use CL_MEM_ALLOC_HOST_PTR. wrap()
 // pins memory it did not make (a peer's segment that copies read from) by a
 // USE_HOST_PTR buffer alone, never mapped. Calls are serialised by the owner
 // (PinnedPool, or the cache entry's lock).
@@ -187,8 +188,8 @@ private:
 
 // Pinned buffers that receives into one entry's device post their matching receive
 // into, so that a payload sent as plain bytes (a host sender under the rendezvous
-// threshold) reaches the device by DMA. NVIDIA's OpenCL copies 64 KiB-4 MiB from
-// pageable memory at 3-13 GB/s, from these at 7-49 (H200 machine, 2026-11-22). Offered
+// threshold) reaches the device by DMA, several times faster than from pageable memory
+// on NVIDIA's OpenCL (docs/performance.md, 'OpenCL receive bounces'). Offered
 // only once a receive of the entry got a payload of at least 64 KiB in pageable memory,
 // so that device-to-device traffic (envelopes only) never pays for them. Reused, the
 // smallest fit first; bounded in bytes, and past the bound receives use pageable memory.
@@ -237,7 +238,7 @@ public:
 
     cl_context context() const { return context_.get(); }
     cl_device_id device() const { return device_; }
-    // The copy queues in turn: consecutive chunks overlap (double buffering, BRIEF S4).
+    // The copy queues in turn: consecutive chunks overlap (double buffering).
     cl_command_queue next_copy_queue();
     PinnedPool &pinned_pool() { return *pinned_pool_; }
     ReceiveBounces &receive_bounces() { return *receive_bounces_; }

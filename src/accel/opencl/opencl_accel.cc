@@ -21,7 +21,6 @@
 #include <unordered_set>
 #include <utility>
 
-#include "core/context.h"
 #include "util/error.h"
 #include "pool/shared_memory.h"
 
@@ -136,9 +135,10 @@ bool is_in_order(cl_command_queue queue) {
 
 // cl_mem handles already found to be OpenCL buffers, until their destructor callback
 // runs: the next capture of one skips is_opencl_object, whose read of the handle is a
-// system call (0.66 us on the H200 machine). Nothing else is cached: a handle can come
-// back for a new buffer before the old one's callback (NVIDIA), so its context and size
-// are asked every time (7 ns each). Never destroyed: callbacks may run at exit.
+// system call. Nothing else is cached: a handle can come back for a new buffer before
+// the old one's callback (NVIDIA), so its context and size, cheap to ask, are asked
+// every time (docs/performance.md, 'OpenCL handle checks'). Never destroyed: callbacks
+// may run at exit.
 class KnownBuffers {
 public:
     static KnownBuffers &instance() {
@@ -177,16 +177,14 @@ public:
 
 }  // namespace
 
-OpenClSettings OpenClSettings::from_knobs() {
-    const Knobs &k = knobs();
-    OpenClSettings settings;
-    settings.platform = k.opencl_platform;
-    settings.cache_entries = k.opencl_cache_size;
-    settings.slot_size = k.chunk_size;
-    settings.pool_bytes = k.pool_size;
-    settings.receive_bounce_bytes = k.opencl_receive_bounces;
-    settings.share_pool = k.shared_staging;
-    return settings;
+OpenClSettings OpenClSettings::from(const AccelSettings &settings) {
+    OpenClSettings s;
+    s.platform = settings.opencl_platform;
+    s.cache_entries = settings.opencl_cache_entries;
+    s.slot_size = settings.slot_size;
+    s.pool_bytes = settings.pool_bytes;
+    s.share_pool = settings.shared_staging;
+    return s;
 }
 
 // ------------------------------------------------------------------ OpenClDeviceBuffer
@@ -275,9 +273,12 @@ std::unique_ptr<Completion> OpenClDeviceBuffer::dependency() {
 
 // ------------------------------------------------------------------ OpenClAccel
 
-OpenClAccel::OpenClAccel() : settings_from_knobs_(true) {}
+OpenClAccel::OpenClAccel(OpenClSettings settings) : settings_(std::move(settings)) {}
 
-OpenClAccel::OpenClAccel(OpenClSettings settings) : settings_from_knobs_(false), settings_(std::move(settings)) {}
+void OpenClAccel::reconfigure(const AccelSettings &settings) {
+    std::lock_guard<std::mutex> lock(settings_mutex_);
+    if (!settings_fixed_) settings_ = OpenClSettings::from(settings);
+}
 
 OpenClAccel::~OpenClAccel() {
     shutdown();
@@ -286,7 +287,10 @@ OpenClAccel::~OpenClAccel() {
 
 void OpenClAccel::initialise() {
     std::call_once(initialise_once_, [this] {
-        if (settings_from_knobs_) settings_ = OpenClSettings::from_knobs();
+        {
+            std::lock_guard<std::mutex> lock(settings_mutex_);
+            settings_fixed_ = true;
+        }
         scan_platforms();
         opencl::EntrySettings entry_settings;
         entry_settings.slot_size = settings_.slot_size;
@@ -329,14 +333,15 @@ bool OpenClAccel::available() {
 }
 
 // A command queue handed in before skips the safe read of its handle, a system call that
-// cost 0.8 us of a 9-11 us small OpenCL message (H200 machine, session 11: each blocking
-// send and receive of a cl_mem reads its queue). OpenCL tells nobody when a queue is
-// released, so the handle is still looked at: its first word is read in place and must
-// be the dispatch table it held when it passed, else the full check runs again (memory
-// reused for another object or for host data gets MPI_ERR_ARG as before). What this
-// gives up is the case of a released queue whose memory was also unmapped, which now
-// faults in the read instead of failing the check; using a released queue is undefined
-// in OpenCL itself. The queries resolve_context_and_device makes next still run.
+// each blocking send and receive of a cl_mem would otherwise pay on its queue, a good
+// part of a small message (docs/performance.md, 'OpenCL handle checks'). OpenCL tells
+// nobody when a queue is released, so the handle is still looked at: its first word is
+// read in place and must be the dispatch table it held when it passed, else the full
+// check runs again (memory reused for another object or for host data gets MPI_ERR_ARG
+// as before). What this gives up is the case of a released queue whose memory was also
+// unmapped, which now faults in the read instead of failing the check; using a released
+// queue is undefined in OpenCL itself. The queries resolve_context_and_device makes next
+// still run.
 bool OpenClAccel::is_opencl_queue(cl_command_queue queue) const {
     const void *handle = queue;
     {
@@ -371,7 +376,7 @@ bool OpenClAccel::is_opencl_object(const void *handle) const {
                      }))
         return false;
     // Remembered, so the next object of this type costs one read (a read is a system
-    // call: 0.66 us on the H200 machine). Tables are the vendor's static data.
+    // call). Tables are the vendor's static data.
     std::lock_guard<std::mutex> lock(learn_mutex_);
     const unsigned n = learned_count_.load(std::memory_order_relaxed);
     bool known = false;
@@ -508,8 +513,8 @@ int OpenClAccel::resolve_context_and_device(const BufferAttrs &attrs, cl_context
     return MPI_SUCCESS;
 }
 
-// BRIEF S1: the dependency is fixed when the call is made. Work the user enqueues later
-// does not delay the transfer, and the user may release the event or queue at once.
+// The dependency is fixed when the call is made: work the user enqueues later does not
+// delay the transfer, and the user may release the event or queue at once.
 int OpenClAccel::capture_dependency(const BufferAttrs &attrs, cl_context context, const char *source,
                                     EventRef *dependency, std::string *why) const {
     if (attrs.event) {
@@ -621,6 +626,8 @@ std::size_t OpenClAccel::cached_entries() const {
     return cache_->size();
 }
 
-std::unique_ptr<Accel> make_opencl_accel(const AccelSettings &) { return std::make_unique<OpenClAccel>(); }
+std::unique_ptr<Accel> make_opencl_accel(const AccelSettings &settings) {
+    return std::make_unique<OpenClAccel>(OpenClSettings::from(settings));
+}
 
 }  // namespace mpiacc

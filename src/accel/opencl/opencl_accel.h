@@ -1,4 +1,4 @@
-// The OpenCL component of the accelerator table (BRIEF A2). The buffer argument is the
+// The OpenCL component of the accelerator table. The buffer argument is the
 // cl_mem itself; its context and device come from MPIX_ACC_COMMAND_QUEUE, or from
 // MPIX_ACC_CONTEXT (plus MPIX_ACC_DEVICE when the context has several devices).
 // Copies run on the cache entry's own in-order queues and wait for the dependency
@@ -20,15 +20,16 @@
 
 namespace mpiacc {
 
-// What the component reads from the knobs; tests pass their own.
+// What the component is made with: the library's from AccelSettings, tests their own.
 struct OpenClSettings {
-    std::string platform;                           // opencl_platform: substring of the platform name
-    long cache_entries = 4;                         // opencl_cache_size; 0 (or less) = cache off
-    std::size_t slot_size = 256u << 10;             // chunk_size: one staging slot per pipeline chunk
-    std::size_t pool_bytes = 64u << 20;             // pool_size: pinned memory per (context, device)
-    std::size_t receive_bounce_bytes = 128u << 20;  // opencl_receive_bounces, per entry
-    bool share_pool = true;                         // shared_staging
-    static OpenClSettings from_knobs();
+    std::string platform;                // substring of the platform name (MPIACC_OPENCL_PLATFORM)
+    long cache_entries = 4;              // (context, device) entries kept; 0 (or less) = cache off
+    std::size_t slot_size = 256u << 10;  // one staging slot per pipeline chunk
+    std::size_t pool_bytes = 64u << 20;  // pinned staging memory per (context, device)
+    // Pinned receive bounces per (context, device); not a knob, tests may lower it.
+    std::size_t receive_bounce_bytes = opencl::kReceiveBounceBytes;
+    bool share_pool = true;  // staging slots in shared memory (MPIACC_SHARED_STAGING)
+    static OpenClSettings from(const AccelSettings &settings);
 };
 
 // A cl_mem region captured by OpenClAccel::capture. Holds a reference on the cl_mem,
@@ -39,11 +40,11 @@ public:
     OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry, opencl::MemRef mem, std::size_t offset,
                        std::size_t bytes, opencl::EventRef dependency);
     // A buffer of a blocking call (BufferAttrs::within_call) on the user's in-order
-    // `queue`, which the call keeps alive (not retained: releasing a queue reference cost
-    // 2.5 us on NVIDIA's OpenCL). A copy of the whole region runs on that queue, after the
-    // work already there, with no marker: a marker and a copy on our queue waiting for it
-    // cost 3.5 us more for 8 bytes (H200 machine). Pipeline chunks still run on our two
-    // queues, behind a marker taken at the first of them.
+    // `queue`, which the call keeps alive, so it is not retained (a release is costly on
+    // NVIDIA's OpenCL). A copy of the whole region runs on that queue, after the work
+    // already there, with no marker: a marker and a copy on our queue waiting for it are
+    // slower for a small message (docs/performance.md, 'OpenCL blocking calls'). Pipeline
+    // chunks still run on our two queues, behind a marker taken at the first of them.
     OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry, opencl::MemRef mem, std::size_t offset,
                        std::size_t bytes, cl_command_queue queue);
 
@@ -70,8 +71,8 @@ public:
     void note_pageable_payload(std::size_t bytes) override {
         if (bytes >= kOfferBouncesFrom) entry_->receive_bounces().offer();
     }
-    // Below this, a copy from pageable memory is as fast as from pinned (8 B: 7.4 us
-    // against 7.35 on the H200 machine); at 64 KiB it is 3.5 GB/s against 6.5.
+    // Below this, a copy from pageable memory is as fast as from pinned; from here on the
+    // pinned one is faster (docs/performance.md, 'OpenCL receive bounces').
     static constexpr std::size_t kOfferBouncesFrom = 64u << 10;
     std::unique_ptr<Completion> dependency() override;
     bool pin_host_region(void *base, std::size_t bytes, std::uint64_t mapping, std::string *why) override {
@@ -108,8 +109,6 @@ private:
 
 class OpenClAccel final : public Accel {
 public:
-    // Settings from knobs(), read at first use (knobs are final after MPI_Init).
-    OpenClAccel();
     explicit OpenClAccel(OpenClSettings settings);
     ~OpenClAccel() override;
     OpenClAccel(const OpenClAccel &) = delete;
@@ -120,6 +119,9 @@ public:
     // A platform whose name contains OpenClSettings::platform has a device. Scanned once;
     // false (no crash) when no ICD is registered.
     bool available() override;
+    // Taken until the first use; from then on the cache and its pools keep the settings
+    // they were made with, as the knobs are final after MPI_Init.
+    void reconfigure(const AccelSettings &settings) override;
     // Validates and captures a cl_mem (see the .cc for each error class).
     int capture(void *addr, std::size_t bytes, const BufferAttrs &attrs, std::unique_ptr<DeviceBuffer> *out,
                 std::string *why) override;
@@ -156,7 +158,8 @@ private:
     int capture_dependency(const BufferAttrs &attrs, cl_context context, const char *source,
                            opencl::EventRef *dependency, std::string *why) const;
 
-    const bool settings_from_knobs_;
+    std::mutex settings_mutex_;  // reconfigure against a first use on another thread
+    bool settings_fixed_ = false;
     OpenClSettings settings_;
     std::once_flag initialise_once_;
     std::atomic<bool> initialised_{false};
