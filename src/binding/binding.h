@@ -35,10 +35,9 @@ inline bool plain_payload_size(const Context &ctx, std::size_t bytes) {
 // Whether host data to (comm, dest) goes as the plain payload: host_payload_size, unless
 // its receiver asked for RTS/CTS (host_rndv_hinted) and the send is nonblocking. The hint
 // serves windows, whose payloads would each land in a bounce buffer of their own; a
-// blocking send has none behind it, and RTS/CTS would only add its round trip (IPC off,
-// 256 KiB host->device ping-pongs on two H200s: 36-39 us eager, 46-51 hinted, staging by
-// hand 41-49; 1 MiB 125 eager, 152-163 hinted). One send asks at most once, so its checks
-// agree with each other though a hint may arrive in between.
+// blocking send has none behind it, and RTS/CTS would only add its round trip
+// (docs/performance.md, "Rendezvous hint for host payloads"). One send asks at most once,
+// so its checks agree with each other though a hint may arrive in between.
 class HostPayloadRoute {
 public:
     HostPayloadRoute(MPI_Comm comm, int dest, bool blocking) : comm_(comm), dest_(dest), blocking_(blocking) {}

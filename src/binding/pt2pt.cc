@@ -16,9 +16,9 @@ namespace {
 
 // A request that is complete already: MPI_Ibsend's local completion, and a staged send
 // whose payload MPICH copied out at once. A send to MPI_PROC_NULL is one MPICH completes
-// at the call: 45 ns with its wait, against 187 for a completed generalized request
-// (development machine). Its status says MPI_PROC_NULL and count 0, which MPI leaves
-// undefined for a send; only MPI_ERROR and the cancelled flag are read there.
+// at the call, far cheaper than a completed generalized request (docs/performance.md,
+// "Requests complete at the call"). Its status says MPI_PROC_NULL and count 0, which MPI
+// leaves undefined for a send; only MPI_ERROR and the cancelled flag are read there.
 MPI_Request completed_request() {
     MPI_Request r = MPI_REQUEST_NULL;
     PMPI_Isend(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, &r);
@@ -280,11 +280,11 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
         if (stages_after_decline &&
             (blocking || !protocol_state().eager_blocking_only[world_dest].load(std::memory_order_relaxed))) {
             // This peer declined the last small pull (its receive was host memory, which
-            // the staged eager path serves in one step: 7.8 us against 10.2 for 8 bytes
-            // D->H on the H200 machine). Either path is correct for any receive; after a
-            // run of staged sends (kEagerRun, doubling while it keeps declining) IPC is
-            // offered again, so a peer that now receives into device memory gets the
-            // pull back.
+            // the staged eager path serves in one step, without the pipeline's round trip:
+            // docs/performance.md, "Declining small pulls"). Either path is correct for
+            // any receive; after a run of staged sends (kEagerRun, doubling while it keeps
+            // declining) IPC is offered again, so a peer that now receives into device
+            // memory gets the pull back.
             std::atomic<int> &left = protocol_state().eager_sends_left[world_dest];
             // The receiver may have asked for pulls again since (a PULL_HINT: its receives
             // are device memory now).
@@ -536,7 +536,8 @@ namespace {
 
 // The commonest send (builtin type, plain host memory, a payload size): straight to
 // MPICH from the entry point, whose frame is then a tail call; send_common's frame
-// (room for the device paths) cost 6% of MPICH's 8-byte latency.
+// (room for the device paths) was a visible share of MPICH's 8-byte latency
+// (docs/performance.md, "Host fast path and idle receives").
 inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_Datatype type) {
     return ctx.initialized && is_builtin_type(type) && count >= 0 && buffer_is_plain_host(ctx, buf) &&
            plain_payload_size(ctx, static_cast<std::size_t>(count) * builtin_type_size(type));
@@ -547,9 +548,10 @@ inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_
 // which test for them first and call nothing else themselves: an entry point that may
 // make an ordinary call (the memory-kind lookup, send_common) saves registers and builds
 // its frame before its first test. With the inline copy of short payloads
-// (copy_bounced_payload), this took libmpiacc's share of MPICH's 8-byte host latency from
-// about 3% to 1.5% on the GPU machine (DESIGN.md 5 allows 3%). Everything else goes on,
-// again by a tail call, to the *_checked functions below.
+// (copy_bounced_payload), this brought libmpiacc's share of MPICH's 8-byte host latency
+// well inside DESIGN.md 5's budget (docs/performance.md, "Host fast path and idle
+// receives"). Everything else goes on, again by a tail call, to the *_checked functions
+// below.
 
 // At least an envelope's length: in place; an envelope shows up as exactly its length.
 [[gnu::noinline]] int plain_recv_in_place(void *buf, int count, MPI_Datatype type, int source, int tag,

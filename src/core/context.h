@@ -44,9 +44,9 @@ struct Keyvals {
 // calls choosing the PMPI path, the progress thread deciding whether to poll), so it is
 // atomic; a change is a relaxed load and store rather than a locked read-modify-write,
 // which would cost the message-rate path (one change per host receive) for nothing while
-// the lock orders writers. An update made outside the lock was lost on the 32-core GPU
-// machine: progress then saw zero with a send in flight, stopped polling control
-// messages, and the send waited forever for its CTS.
+// the lock orders writers. An update made outside the lock was lost under
+// MPI_THREAD_MULTIPLE: progress then saw zero with a send in flight, stopped polling
+// control messages, and the send waited forever for its CTS.
 class PendingCount {
 public:
     void add() { n_.store(n_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
@@ -94,7 +94,8 @@ public:
     // every call with an untagged type skips attribute lookups altogether. Once read,
     // a type's attributes are kept here until one of ours is set, replaced or deleted
     // on it (MPI_Type_set_attr and the keyvals' delete callback say so): reading all
-    // seven costs 0.44 us a call on the H200 machine.
+    // seven at every call would slow every small tagged message (docs/performance.md,
+    // "Tagged datatypes").
     struct TaggedType {
         int attributes = 0;
         std::uint64_t changes = 0;  // sets, replacements and deletions of ours so far

@@ -55,10 +55,10 @@ int retire_user_op(MPI_Request *handle, MPI_Status *status);
 // MPI_Request_free on an MPI-ACC handle.
 int free_user_op(MPI_Request *handle);
 // A blocking call's op once it has completed: destroyed in a later wait
-// (destroy_retired_ops), not on the way back to the caller. Tearing down an 8 B IPC
-// receive (the copy's event, the mapping's and the buffers' records, the op) took
-// 0.3-0.5 us between its FIN and its return on the H200 machine, all of it on the
-// critical path of a ping-pong; in the next call's wait it costs nothing.
+// (destroy_retired_ops), not on the way back to the caller. Tearing down a small IPC
+// receive (the copy's event, the mapping's and the buffers' records, the op) lies between
+// its FIN and its return, on the critical path of a ping-pong; in the next call's wait it
+// costs nothing (docs/performance.md, "Retiring a blocking call's op").
 void retire_later(std::unique_ptr<Op> op);
 // Destroys the retired ops. Called where a blocking call is about to wait anyway (its op
 // has not completed this round) and at MPI_Finalize; retire_later itself empties the list

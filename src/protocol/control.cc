@@ -120,8 +120,9 @@ bool take_hint(int from, const ControlMessage &msg) {
 
 // A hint is a control message, which progress takes only while this rank has transfers
 // of its own; sends it may change (host sends that may be hinted, small device sends
-// staged after a decline) take the waiting ones once in this many: a probe costs a few
-// tenths of a microsecond, these sends 8 us and more. Caller holds the StateLock.
+// staged after a decline) take the waiting ones once in this many: a probe is cheap
+// beside one such send, but not free (docs/performance.md, "Rendezvous hint for host
+// payloads"). Caller holds the StateLock.
 constexpr unsigned kSendsPerPoll = 4;
 
 void take_hints_now_and_then(PeerHints &h) {

@@ -131,8 +131,9 @@ bool looks_like_envelope(const void *buf, std::size_t bytes);
 
 // Copies a payload out of the bounce buffer it landed in (every receive smaller than an
 // envelope lands in one). Up to 16 bytes inline, in two moves that may overlap: a call to
-// memcpy cost a quarter of MPI_Recv's own overhead for 8 bytes. Longer ones are memcpy's,
-// which inline moves did not beat (docs/performance.md, "Host fast path and idle receives").
+// memcpy was a large part of MPI_Recv's own overhead for 8 bytes. Longer ones are
+// memcpy's, which inline moves did not beat (docs/performance.md, "Host fast path and
+// idle receives").
 inline void copy_bounced_payload(void *dst, const void *src, std::size_t n) {
     char *d = static_cast<char *>(dst);
     const char *s = static_cast<const char *>(src);

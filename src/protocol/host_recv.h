@@ -1,10 +1,11 @@
 // Host nonblocking receives without a RecvOp: the message-rate path (DESIGN.md 2.2, 5).
 //
 // Any host receive may match an envelope, so MPI-ACC must see every one complete. A
-// RecvOp per receive (a heap object plus a hash node and an ordered-map node) tripled
-// MPICH's per-message cost in windowed bandwidth. A HostRecv is a slab record found by
-// its MPICH request handle (which is also the user's handle) through an open-addressing
-// index; a RecvOp is built only when an envelope actually arrives.
+// RecvOp per receive (a heap object plus a hash node and an ordered-map node) cost
+// windows several times MPICH's own per-message work (docs/performance.md, "Host receive
+// records"). A HostRecv is a slab record found by its MPICH request handle (which is also
+// the user's handle) through an open-addressing index; a RecvOp is built only when an
+// envelope actually arrives.
 #pragma once
 
 #include <mpi.h>
@@ -49,8 +50,8 @@ private:
 // One host MPI_Irecv, reused from a slab. A small receive's post and completion touch its
 // first line and, for its bytes, the start of `small` right after: a window of receives
 // walks that many records per round, beside MPICH's own requests, and a record that
-// spread them over four lines (a BounceBuffer read before `small`) cost a window of 64 B
-// receives 3 ns a message (maint/diag/wrapper-cost.c, windows of 64).
+// spread them over four lines (a BounceBuffer read before `small`) made every message of
+// a window of small receives dearer (docs/performance.md, "Host receive records").
 struct alignas(64) HostRecv {
     enum class State : std::uint8_t {
         FREE,

@@ -62,17 +62,16 @@ namespace {
 // Freed bounce buffers of at least kCachedBytes, kept for the next receive. Bounded in
 // bytes, the oldest let go first, so that the cache follows the sizes in use: a window
 // of 32 device receives of 4 MiB needs 32 bounces of 4 MiB, and each one made afresh
-// costs a page fault per 4 KiB when MPICH first writes it (3 ms per 4 MiB, 1.3 GB/s
-// host-to-device, on the H200 machine).
+// costs a page fault per 4 KiB when MPICH first writes it (docs/performance.md, "Bounce
+// buffers").
 constexpr std::size_t kCachedBytes = 64u << 10;
 constexpr std::size_t kCacheEntries = 64;
 constexpr std::size_t kCacheBytes = 128u << 20;
 
 // Cached bounces are whole pages: a registration (cudaHostRegister) pins whole pages,
 // and two heap buffers sharing one cannot both be registered. A refused registration is
-// also remembered (BounceBuffer::pin), because asking costs as much as registering: the
-// likely cause of 427 us a message for 64 KiB host-to-device with autodetection, against
-// 25 us tagged, in the H200 run of 2026-11-22 (not yet confirmed there).
+// also remembered (BounceBuffer::pin), because asking costs as much as registering
+// (docs/performance.md, "Bounce buffers").
 constexpr std::size_t kPage = 4096;
 
 // Pinnable bounces under kCachedBytes (CUDA receives) come in whole-page sizes of 4, 8,
@@ -316,8 +315,8 @@ int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAtt
     }
     // Device data is one contiguous run (checked below) that moves as bytes: the type is
     // not needed again, and not duplicated. A duplicate of a tagged type copies and then
-    // deletes every MPI-ACC attribute through the keyval callbacks: that made a tagged
-    // 8-byte D->D send 2.5 us slower than the same send autodetected on the H200 machine.
+    // deletes every MPI-ACC attribute through the keyval callbacks, which made tagged sends
+    // slower than autodetected ones (docs/performance.md, "Tagged datatypes").
     if (!out->layout.contiguous) {
         *why = format(
             "non-contiguous datatypes on %s buffers are not supported yet "

@@ -56,8 +56,8 @@ int RecvOp::post(MessageBuffer &&dest, int source, int tag, MPI_Comm comm, const
         if (!op->device_bounce_) op->bounce_ = BounceBuffer(n, accel_caps(op->dest_.kind).registers_host);
         if (posting == Posting::BLOCKING_BOUNCE) {
             // A message already here is matched without an Irecv, a request and rounds of
-            // tests: half the time from the captured receive to the match for a small
-            // payload (docs/performance.md, "Waiting in the driver").
+            // tests, which would otherwise stand between a small payload's arrival and its
+            // match (docs/performance.md, "Waiting in the driver").
             MPI_Status st;
             st.MPI_ERROR = MPI_SUCCESS;
             rc = matching::recv_now(op->posted_bounce(), static_cast<int>(n), MPI_BYTE, source, tag, comm, &st);
@@ -229,9 +229,9 @@ void RecvOp::progress() {
         matched_from(st);
     }
     // A device copy the matching issued just now (above, or in a BLOCKING_BOUNCE post) is
-    // not asked about in the same call: an 8-byte pull ends ~5 us after cudaMemcpyAsync
-    // returns (H200 machine), so a query (0.26-0.55 us) could only say "not yet" and
-    // delay the blocking receive's wait in the driver, which comes next.
+    // not asked about in the same call: even a small copy is far from done when its issue
+    // returns, so a query could only say "not yet" and delay the blocking receive's wait
+    // in the driver, which comes next (docs/performance.md, "Waiting in the driver").
     const bool copy_just_issued =
         just_matched_ && (state_ == State::PAYLOAD_COPY || state_ == State::PAYLOAD_STAGE || state_ == State::IPC_PULL);
     just_matched_ = false;

@@ -62,8 +62,9 @@ struct MessageBuffer {
 // envelope or a payload. Not zero-filled (only what arrives is touched), and large ones
 // are reused from a small cache: device receives size it for the largest payload a
 // sender may send (2 MiB by default), and allocating that per receive cost more than
-// the transfers themselves (seen on the H200 machine). A pinnable one, whatever its
-// size, is whole pages from the cache, so that pin() can page-lock it once for good.
+// the transfers themselves (docs/performance.md, "Bounce buffers"). A pinnable one,
+// whatever its size, is whole pages from the cache, so that pin() can page-lock it once
+// for good.
 struct CachedBounce;
 
 class BounceBuffer {
@@ -111,9 +112,10 @@ constexpr std::size_t kPinnedBounceMin = 64u << 10;
 // Small blocking device sends that go staged to a peer which declined an IPC pull,
 // before IPC is offered to it again: kEagerRun after a first refusal, twice as many
 // after each refusal in a row, at most kEagerRunMax. Every refused offer costs a round
-// trip, so with a fixed run of 16 one send in 16 to a host receiver paid it: 8 B D->H
-// averaged 0.6-1 us slower with IPC on than off (H200 machine). A peer that turns to
-// device receives waits at most kEagerRunMax staged sends for its pulls.
+// trip, so with a fixed run the first send of every run to a host receiver paid it, and
+// small sends to such a peer ran slower with IPC on than off (docs/performance.md,
+// "Declining small pulls"). A peer that turns to device receives waits at most
+// kEagerRunMax staged sends for its pulls.
 constexpr int kEagerRun = 16;
 constexpr int kEagerRunMax = 1024;
 
@@ -467,9 +469,9 @@ private:
 // CTS, FIN and ABORT messages on the private communicator, taken by matched probe.
 // Receives kept posted for them would be wildcard (MPI_ANY_SOURCE) receives, and UCX
 // then searches its wildcard list for every message the rank gets, user traffic
-// included: 8 of them cost plain MPICH 28% of its 8-byte latency. Probing posts
-// nothing, costs nothing while no transfer is in flight, and bounds what it holds
-// (DESIGN 2.7) at one message.
+// included, which slows plain MPICH messages too (docs/performance.md, "Host fast path
+// and idle receives"). Probing posts nothing, costs nothing while no transfer is in
+// flight, and bounds what it holds (DESIGN 2.7) at one message.
 //
 // Takes the control messages that have arrived and hands each to its transfer. Progress
 // calls it only while this rank has transfers. Caller holds the StateLock.
@@ -536,7 +538,7 @@ void note_declined_pull(int world_peer);
 // Receiver: a device receive got a payload of at most MPIACC_DEVICE_EAGER_MAX bytes from
 // `peer` of `comm`. If this rank declined that sender's last small pull, it asks the
 // sender (once) to offer pulls again: into device memory one pull beats the two copies of
-// a staged send (4 KiB D->D on two H200s: 17.5 us staged, 9.5 pulled). Caller holds the
+// a staged send (docs/performance.md, "Declining small pulls"). Caller holds the
 // StateLock.
 void note_small_device_payload(MPI_Comm comm, int peer);
 // Sender: takes waiting control messages (a PULL_HINT among them) once in a few calls;
@@ -576,8 +578,8 @@ inline std::size_t largest_payload(const Knobs &k) {
 
 // Largest blocking device send that goes staged whole, as the plain payload, when no IPC
 // pull is on offer: one below a packet (BRIEF P2) that every receiver takes as a payload.
-// On the H200 machine the RTS/CTS path cost 64 KiB-1 MiB sends 5-17% over staging by
-// hand (OpenCL D->D and D->H, CUDA with IPC off).
+// Through RTS/CTS such sends trailed staging by hand: the round trip comes before the
+// same copies (docs/performance.md, "Staged small device sends").
 inline std::size_t staged_eager_max(const Knobs &k) {
     return std::max(k.device_eager_max, std::min(k.chunk_size - 1, largest_payload(k)));
 }
@@ -590,7 +592,8 @@ inline std::size_t staged_isend_eager_max(const Knobs &k) {
 
 // Largest device send that goes staged, instead of offering a pull, to a peer that
 // declined the last offer (kEagerRun): a nonblocking one up to what it may stage at the
-// call (64 KiB D->H windows ran at 3.3 GB/s through RTS/CTS, 5.0 staged, H200 machine).
+// call, since windows of such sends ran faster staged than through RTS/CTS
+// (docs/performance.md, "Staged small device sends").
 inline std::size_t eager_after_decline_max(const Knobs &k) {
     return std::max(k.device_eager_max, staged_isend_eager_max(k));
 }
