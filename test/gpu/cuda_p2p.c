@@ -26,9 +26,6 @@
 #ifndef CUDA_P2P_MEMOP_REFUSED
 #define CUDA_P2P_MEMOP_REFUSED 0
 #endif
-#ifndef CUDA_P2P_COPY_FLAGS
-#define CUDA_P2P_COPY_FLAGS 0
-#endif
 #ifndef CUDA_P2P_RESIDENT_DECLINED
 #define CUDA_P2P_RESIDENT_DECLINED 0
 #endif
@@ -1287,9 +1284,8 @@ static void c_large_host_sends_into_device_take_shared_staging(void) {
              mpiacc_counter_value(mode) - taken0, nbig, mode);
 }
 
-/* Whether this rank's device takes 64-bit stream memory operations, which the copy flags
- * and the memop writes are written with; the driver is asked through the runtime's entry
- * points. */
+/* Whether this rank's device takes 64-bit stream memory operations, which the memop
+ * writes are written with; the driver is asked through the runtime's entry points. */
 static int device_takes_64bit_stream_mem_ops(void) {
     void *fn = NULL;
     enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
@@ -1673,36 +1669,6 @@ static void c_small_staged_copies_go_to_the_resident_copier(void) {
 #endif
 }
 
-#if CUDA_P2P_COPY_FLAGS
-/* With MPIACC_CUDA_COPY_FLAGS=1 the staging copies write their done words behind them:
- * this variant's cases ran on that path, not on events alone, wherever the device can. */
-static void c_staging_copies_write_their_done_words(void) {
-    const int tag = 7900;
-    const size_t n = 4 * MiB;
-    const long long before = mpiacc_counter_value("cuda.copy.flagged");
-    MPI_Datatype t = view_type(&CUDA_TAGGED);
-    msg_t m;
-    if (mt_rank == 0) {
-        send_prepare(&m, &CUDA_TAGGED, n, msg_off(tag, 0));
-        MCK(MPI_Send(m.p, m.count, t, 1, tag, W));
-    } else {
-        recv_prepare(&m, &CUDA_TAGGED, n);
-        MCK(MPI_Recv(m.p, m.count, t, 0, tag, W, MPI_STATUS_IGNORE));
-        recv_check(&m, n, msg_off(tag, 0), "4 MiB through flagged staging copies", n);
-    }
-    msg_free(&m);
-    view_type_free(&CUDA_TAGGED, &t);
-    const long long flagged = mpiacc_counter_value("cuda.copy.flagged") - before;
-    MT_CHECK(mpiacc_knob_value("MPIACC_CUDA_COPY_FLAGS") == 1, "MPIACC_CUDA_COPY_FLAGS is %lld in effect, not 1",
-             mpiacc_knob_value("MPIACC_CUDA_COPY_FLAGS"));
-    if (device_takes_64bit_stream_mem_ops())
-        MT_CHECK(flagged > 0, "rank %d: no staging copy of 4 MiB wrote its done word on device %d", mt_rank, gpu_dev);
-    else
-        MT_CHECK(flagged == 0, "rank %d: %lld copies flagged on device %d, which takes no 64-bit stream memory ops",
-                 mt_rank, flagged, gpu_dev);
-}
-#endif
-
 static const gpu_case_t cases[] = {
     {"send_recv_host_to_cuda_tagged_every_size_both_directions", c_send_recv_host_to_cuda_tagged, 0},
     {"send_recv_cuda_tagged_to_host_every_size_both_directions", c_send_recv_cuda_tagged_to_host, 0},
@@ -1754,18 +1720,12 @@ static const gpu_case_t cases[] = {
      c_small_host_payloads_into_device_memory_go_from_a_pinned_bounce, 0},
     {"small_pulls_in_a_burst_go_to_the_resident_copier", c_small_pulls_in_a_burst_go_to_the_resident_copier, 0},
     {"small_staged_copies_go_to_the_resident_copier", c_small_staged_copies_go_to_the_resident_copier, 0},
-#if CUDA_P2P_COPY_FLAGS
-    {"staging_copies_write_their_done_words", c_staging_copies_write_their_done_words, 0},
-#endif
 };
 
 int main(int argc, char **argv) {
 #if CUDA_P2P_NO_IPC
     /* read by MPI-ACC at MPI_Init: the staged pipeline instead of CUDA IPC in the node */
     setenv("MPIACC_IPC", "0", 1);
-#endif
-#if CUDA_P2P_COPY_FLAGS
-    setenv("MPIACC_CUDA_COPY_FLAGS", "1", 1);
 #endif
 #if CUDA_P2P_FIN_MESSAGE
     setenv("MPIACC_IPC_FIN_WORD", "0", 1);
@@ -1780,8 +1740,7 @@ int main(int argc, char **argv) {
     gpu_setup(CUDA_P2P_SAME_GPU ? 0 : -1);
     if (!gpu_skip_why && mt_rank == 0)
         printf("# variant: %s%s\n", CUDA_P2P_SAME_GPU ? "both ranks on device 0" : "device = rank % devices",
-               CUDA_P2P_NO_IPC          ? (CUDA_P2P_COPY_FLAGS ? ", MPIACC_IPC=0 (pipeline), MPIACC_CUDA_COPY_FLAGS=1"
-                                                               : ", MPIACC_IPC=0 (pipeline)")
+               CUDA_P2P_NO_IPC          ? ", MPIACC_IPC=0 (pipeline)"
                : CUDA_P2P_FIN_MESSAGE   ? ", MPIACC_IPC_FIN_WORD=0 (pulls answered by FIN message)"
                : CUDA_P2P_MEMOP_REFUSED ? ", MPIACC_FAULT_MEMOP=1:1 (rank 1's first memop write refused)"
                : CUDA_P2P_RESIDENT_DECLINED ? ", MPIACC_FAULT_RESIDENT=1:1 (rank 1's first resident copy declined)"

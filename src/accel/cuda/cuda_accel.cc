@@ -63,9 +63,9 @@ constexpr unsigned kKernelCopyThreads = 256;
 // about its event (for a fault that would leave the word unwritten) only once it runs
 // this long: a copy of at most 32 KiB takes a few microseconds.
 constexpr std::chrono::microseconds kKernelCopyPatience{50};
-// A flagged copy-engine copy: the done word is watched this long before the driver is
-// asked; a 2 MiB chunk takes about 40 us at 50 GB/s.
-constexpr std::chrono::microseconds kFlaggedCopyPatience{200};
+// A memop write's done word is watched this long before the driver is asked about its
+// stream (a fault would keep the word unwritten).
+constexpr std::chrono::microseconds kMemopPatience{200};
 // The largest host payload written into device memory by stream memory operations
 // (MPIACC_CUDA_MEMOP_MAX). Each write is fenced: on an H200, 8 B went in 4.6-4.7 us from
 // the call to the done word seen, against 5.8 for cudaMemcpyAsync and the stream's
@@ -111,7 +111,6 @@ struct DriverApi {
     PFN_cuDeviceGet_v2000 device_get = nullptr;
     PFN_cuDevicePrimaryCtxGetState_v7000 primary_ctx_state = nullptr;
     PFN_cuDeviceGetAttribute_v2000 device_get_attribute = nullptr;
-    PFN_cuStreamWriteValue64_v11070 stream_write_value64 = nullptr;
     PFN_cuStreamBatchMemOp_v11070 stream_batch_mem_op = nullptr;
 };
 
@@ -524,10 +523,6 @@ struct DeviceState {
     // Small copies by kernel (copy_kernel.cu): null when the kernels are not built in or
     // did not load; then every copy goes to a copy engine.
     cudaKernel_t copy_kernel = nullptr;
-    // Copy-engine copies followed by cuStreamWriteValue64 of their sequence number into
-    // the stream's done word (MPIACC_CUDA_COPY_FLAGS, on devices with 64-bit stream
-    // memory operations): their end is seen in host memory, as a kernel copy's is.
-    bool flag_copies = false;
     // Payloads of at most MPIACC_CUDA_MEMOP_MAX bytes from host memory go into device
     // memory as stream memory writes of their words, with the done word written behind
     // them, in one cuStreamBatchMemOp (needs 64-bit stream memory operations).
@@ -622,7 +617,7 @@ class CopyCompletion final : public Completion {
 public:
     CopyCompletion(std::shared_ptr<DeviceState> device, std::size_t stream_index, void *dst, const void *src,
                    std::size_t len, std::vector<std::shared_ptr<EventRef>> deps,
-                   std::vector<std::shared_ptr<void>> keep, bool by_kernel, bool may_flag, bool at_once = false,
+                   std::vector<std::shared_ptr<void>> keep, bool by_kernel, bool at_once = false,
                    bool by_memop = false)
         : device_(std::move(device)),
           stream_index_(stream_index),
@@ -635,7 +630,6 @@ public:
           keep_(std::move(keep)),
           bounded_(deps_.empty()),
           by_kernel_(by_kernel),
-          may_flag_(may_flag && device_->flag_copies && !at_once),
           at_once_(at_once && bounded_),
           memop_(by_memop) {}
     ~CopyCompletion() override;
@@ -755,7 +749,7 @@ private:
         // The done word will tell; the driver is asked (1.3 us) only for a copy that takes
         // long, which is also how a fault that keeps the word unwritten comes to light.
         if (by_kernel_ && clock::now() - started_at_ < kKernelCopyPatience) return false;
-        if (flagged_ && clock::now() - started_at_ < kFlaggedCopyPatience) return false;
+        if (memop_written_ && clock::now() - started_at_ < kMemopPatience) return false;
         if (tracker_->recently_pending(seq_)) return false;
         if (!done_) {
             // Waited for at once (no event behind it), yet polled: by the stream, whose
@@ -788,11 +782,11 @@ private:
     void wait_elsewhere() {
         if (!finished_ && deferred_.load(std::memory_order_acquire)) flush_batch();
         if (finished_ || !started_ || !bounded_ || tracker_->known_done(seq_)) return;
-        if (by_kernel_ || flagged_) {
+        if (by_kernel_ || memop_written_) {
             // Spin on the done word (8 B device->pinned: 6.7 us to the word against 7.1 by
             // cudaEventSynchronize, H200 machine); past the patience, test() asks the
             // driver too, which ends the wait on a fault as well.
-            const auto patience = by_kernel_ ? kKernelCopyPatience : kFlaggedCopyPatience;
+            const auto patience = by_kernel_ ? kKernelCopyPatience : kMemopPatience;
             while (!tracker_->known_done(seq_)) {
                 cpu_relax();
                 if (clock::now() - started_at_ >= patience) break;
@@ -827,8 +821,8 @@ private:
     // An IPC pull that waits for nothing but its own stream, issued while a CopyBatch is
     // open: it goes with the batch's other pulls.
     bool may_defer() const {
-        return stream_index_ == kPullStream && deps_.empty() && !by_kernel_ && !may_flag_ && !at_once_ &&
-               device_->pull_batch && CopyBatch::open();
+        return stream_index_ == kPullStream && deps_.empty() && !by_kernel_ && !at_once_ && device_->pull_batch &&
+               CopyBatch::open();
     }
     void defer();
     void flush_batch();
@@ -918,16 +912,6 @@ private:
             MPIACC_PROBE("copy.enqueue");
             e = quiet(cudaMemcpyAsync(dst_, src_, len_, cudaMemcpyDefault, stream_));
             MPIACC_PROBE("copy.enqueued");
-            // Without CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER the write is preceded by a
-            // system-wide fence, so the copy's bytes are visible once the word is (read
-            // with acquire). Where the write cannot be enqueued the event alone tells.
-            if (e == cudaSuccess && may_flag_) {
-                auto word = reinterpret_cast<CUdeviceptr>(&device_->done_words_dev[stream_index_]);
-                flagged_ = device_->driver->stream_write_value64(reinterpret_cast<CUstream>(stream_), word,
-                                                                 tracker_->peek_next(),
-                                                                 CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS;
-                if (flagged_) MPIACC_COUNT("cuda.copy.flagged");
-            }
         }
         if (e == cudaSuccess && done_) {
             step = "cudaEventRecord";
@@ -948,7 +932,7 @@ private:
         deps_.clear();
         started_ = true;
         if (at_once_) MPIACC_COUNT("cuda.copy.waited_at_once");
-        if (by_kernel_ || flagged_) started_at_ = clock::now();
+        if (by_kernel_ || memop_written_) started_at_ = clock::now();
         return MPI_SUCCESS;
     }
 
@@ -990,7 +974,7 @@ private:
             device_->memop_writes.store(false, std::memory_order_relaxed);
             return false;
         }
-        flagged_ = true;
+        memop_written_ = true;
         return true;
     }
 
@@ -1023,11 +1007,10 @@ private:
     std::shared_ptr<EventRef> done_;
     const bool bounded_;  // no user or peer dependency: ends within its own running time
     const bool by_kernel_;
-    const bool may_flag_;             // a copy-engine copy to flag (not an IPC pull)
     const bool at_once_;              // CopyUse::WAITED_AT_ONCE, bounded: no event behind it
     bool memop_;                      // host words written by stream memory operations
-    bool flagged_ = false;            // a copy-engine copy that writes the done word behind it
-    clock::time_point started_at_{};  // kernel and flagged copies: when it was enqueued
+    bool memop_written_ = false;      // the memop write was enqueued: its done word tells
+    clock::time_point started_at_{};  // kernel copies and memop writes: when it was enqueued
     bool started_ = false;
     bool finished_ = false;
     std::atomic<bool> deferred_{false};  // held by device_->pull_batch, not yet enqueued
@@ -1513,9 +1496,6 @@ private:
         const bool pull = mapping_ || other.mapping_;
         const std::size_t index =
             pull ? kPullStream : std::size_t{pair_} * 2 + (flip_.fetch_add(1, std::memory_order_relaxed) & 1u);
-        // IPC pulls are not flagged: on two H200s a flag behind each pull cut windows of
-        // 256 KiB pulls from 49-56 to 29-32 GB/s and 16 MiB from 347-350 to 323, and an
-        // 8 B pull into host memory took 12.5-14.0 us against 9.3-11.3 (session 10).
         // Waited for at once, a copy goes without an event only where synchronizing the
         // stream ends within the copy's own running time: no dependency to wait behind.
         // IPC pulls keep theirs: on two H200s (three interleaved rounds) 8 B D->D read
@@ -1523,7 +1503,7 @@ private:
         // staged copies gained (8 B H->D 7.7-8.7 against 8.7-9.4).
         const bool at_once = use == CopyUse::WAITED_AT_ONCE && deps.empty() && !pull && knobs().cuda_wait_stream;
         auto op = std::make_unique<CopyCompletion>(device_, index, dst, src, len, std::move(deps), std::move(keep),
-                                                   !host && by_kernel(other, dst, src, len), !pull, at_once, memop);
+                                                   !host && by_kernel(other, dst, src, len), at_once, memop);
         // A payload that goes as memory writes stays so: it needs no kernel, and its words
         // are taken at the call.
         if (!memop &&
@@ -1585,7 +1565,6 @@ void CudaAccel::State::probe() {
     resolve_entry("cuDeviceGet", 2000, &driver->device_get);
     resolve_entry("cuDevicePrimaryCtxGetState", 7000, &driver->primary_ctx_state);
     resolve_entry("cuDeviceGetAttribute", 2000, &driver->device_get_attribute);
-    resolve_entry("cuStreamWriteValue64", 11070, &driver->stream_write_value64);
     resolve_entry("cuStreamBatchMemOp", 11070, &driver->stream_batch_mem_op);
     avail.store(1, std::memory_order_release);
 }
@@ -1707,9 +1686,8 @@ std::shared_ptr<DeviceState> CudaAccel::State::device_state(int ordinal, std::st
                       CUDA_SUCCESS &&
                   can != 0;
     }
-    const bool flags = mem_ops && knobs().cuda_copy_flags && driver->stream_write_value64;
     const bool memops = mem_ops && knobs().cuda_memop_max > 0 && driver->stream_batch_mem_op;
-    if (kernel || flags || memops) {
+    if (kernel || memops) {
         void *words = nullptr, *dev = nullptr;
         const std::size_t bytes = sizeof(std::uint64_t) * state->streams.size();
         if (quiet(cudaHostAlloc(&words, bytes, cudaHostAllocMapped | cudaHostAllocPortable)) == cudaSuccess) {
@@ -1718,7 +1696,6 @@ std::shared_ptr<DeviceState> CudaAccel::State::device_state(int ordinal, std::st
                 state->done_words = static_cast<std::uint64_t *>(words);
                 state->done_words_dev = static_cast<std::uint64_t *>(dev);
                 state->copy_kernel = kernel;
-                state->flag_copies = flags;
                 state->memop_writes.store(memops, std::memory_order_relaxed);
                 for (std::size_t i = 0; i < state->trackers.size(); ++i)
                     state->trackers[i]->set_done_word(&state->done_words[i]);
