@@ -1178,7 +1178,7 @@ static void c_pulls_are_answered_through_the_senders_fin_word(void) {
 
 /* Windows of 40 device sends that the receiver's first progress round finds all matched:
  * with IPC their pulls go to the device in batches (cudaMemcpyBatchAsync, at most 32 a
- * batch) unless MPIACC_CUDA_BATCH_PULLS=0 or CUDA is older than 12.8. Two windows:
+ * batch) unless CUDA is older than 12.8. Two windows:
  *   mixed: 8 B to 3 MiB + 1, into device memory (tagged, and found by pointer), pageable
  *     host memory (pulled through pinned slots) and, from 2 MiB, pinned host memory
  *     (pulled straight in); the device receives start their pulls in a progress round;
@@ -1191,10 +1191,9 @@ static void window_of_pulls(int host_only, int tagbase) {
     static const size_t sz[] = {8, 4096, 65537, 256 * KiB, MiB + 3, 3 * MiB + 1};
     enum { NSZ = sizeof sz / sizeof sz[0] };
     const int ipc = !CUDA_P2P_NO_IPC && gpu_ipc_knob_on();
-    const int knob_on = mpiacc_knob_value("MPIACC_CUDA_BATCH_PULLS") != 0;
     int driver = 0;
     CK(cudaDriverGetVersion(&driver));
-    const int batching = ipc && knob_on && CUDART_VERSION >= 12080 && driver >= 12080;
+    const int batching = ipc && CUDART_VERSION >= 12080 && driver >= 12080;
     const char *name = host_only ? "host" : "mixed";
     msg_t m[N];
     MPI_Request q[N];
@@ -1235,9 +1234,8 @@ static void window_of_pulls(int host_only, int tagbase) {
             MT_CHECK(batches >= 1, "no batch of pulls for a %s window of %d messages all matched at once", name, N);
         else
             MT_CHECK(batches == 0,
-                     "%lld batches of pulls in the %s window with IPC %s, MPIACC_CUDA_BATCH_PULLS %s, CUDA runtime "
-                     "%d, driver %d",
-                     batches, name, ipc ? "on" : "off", knob_on ? "on" : "off", CUDART_VERSION, driver);
+                     "%lld batches of pulls in the %s window with IPC %s, CUDA runtime %d, driver %d", batches, name,
+                     ipc ? "on" : "off", CUDART_VERSION, driver);
         printf("# %s window of %d: %lld batch calls (%s)\n", name, N, batches, batching ? "expected" : "none expected");
     }
     view_type_free(&CUDA_TAGGED, &tagged);

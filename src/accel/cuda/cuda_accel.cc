@@ -206,9 +206,9 @@ public:
         }
         NumaAllocationScope numa(pci_bus_id_);
         std::string huge_why;
-        if (knobs().staging_huge_pages) {
+        {
             // Huge pages: MPICH's copy between two ranks of a node (CMA) takes 2 MiB from
-            // such a buffer 12-25% faster than from cudaMallocHost memory (knobs.def).
+            // such a buffer 12-25% faster than from cudaMallocHost memory.
             // The registration faults the pages in, under the NUMA binding above.
             std::size_t len = 0;
             void *p = map_staging_memory(bytes, &len, &huge_why);
@@ -528,8 +528,7 @@ struct DeviceState {
     // them, in one cuStreamBatchMemOp (needs 64-bit stream memory operations).
     std::atomic<bool> memop_writes{false};
     // IPC pulls deferred in an open CopyBatch, enqueued together on the pull stream; null
-    // where cudaMemcpyBatchAsync is missing (runtime or driver before 12.8) or
-    // MPIACC_CUDA_BATCH_PULLS=0.
+    // where cudaMemcpyBatchAsync is missing (runtime or driver before 12.8).
     std::shared_ptr<PullBatch> pull_batch;
     // The device's place on the PCI bus (pci_location()): how a peer process tells
     // whether memory it maps lives on the GPU it runs on.
@@ -1501,7 +1500,7 @@ private:
         // IPC pulls keep theirs: on two H200s (three interleaved rounds) 8 B D->D read
         // 10.3-10.7 us one way waited by the stream against 9.3-9.9 by the event, where
         // staged copies gained (8 B H->D 7.7-8.7 against 8.7-9.4).
-        const bool at_once = use == CopyUse::WAITED_AT_ONCE && deps.empty() && !pull && knobs().cuda_wait_stream;
+        const bool at_once = use == CopyUse::WAITED_AT_ONCE && deps.empty() && !pull;
         auto op = std::make_unique<CopyCompletion>(device_, index, dst, src, len, std::move(deps), std::move(keep),
                                                    !host && by_kernel(other, dst, src, len), at_once, memop);
         // A payload that goes as memory writes stays so: it needs no kernel, and its words
@@ -1709,8 +1708,8 @@ std::shared_ptr<DeviceState> CudaAccel::State::device_state(int ordinal, std::st
     if (quiet(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, ordinal)) == cudaSuccess) pci = bus_id;
     state->pci_location = pci_location(ordinal);
     int driver_version = 0;
-    if (CUDART_VERSION >= 12080 && knobs().cuda_batch_pulls &&
-        quiet(cudaDriverGetVersion(&driver_version)) == cudaSuccess && driver_version >= 12080)
+    if (CUDART_VERSION >= 12080 && quiet(cudaDriverGetVersion(&driver_version)) == cudaSuccess &&
+        driver_version >= 12080)
         state->pull_batch = std::make_shared<PullBatch>(state.get());
     state->events = std::make_shared<EventPool>(ordinal, false, driver);
     state->ipc_events = std::make_shared<EventPool>(ordinal, true, driver);
