@@ -54,11 +54,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Powers of 4, plus the sizes where a path changes: 8 and 32 KiB around the resident
- * copier's limit and the staged device limit (MPIACC_CUDA_RESIDENT_MAX, _DEVICE_EAGER_MAX:
- * with powers of 4 alone, 8 KiB trailed staging by hand unseen until session 41), 128 KiB
- * below the 256 KiB host-to-device hint and 512 KiB at the pipeline route's
- * (MPIACC_HOST_RNDV_HINT_MIN, _PIPELINE), 2 MiB at the host rendezvous threshold. */
+/* Powers of 4, plus the sizes where a path changes: 8 and 32 KiB around the small-copy
+ * kernels' limit and the staged device limit (MPIACC_CUDA_KERNEL_COPY_MAX,
+ * MPIACC_DEVICE_EAGER_MAX: with powers of 4 alone a size that trailed staging by hand
+ * went unseen), 128 KiB below the 256 KiB host-to-device hint and 512 KiB at the pipeline
+ * route's (MPIACC_HOST_RNDV_HINT_MIN, _PIPELINE), 2 MiB at the host rendezvous threshold. */
 #define DEFAULT_SIZES "8,64,256,1K,4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M,16M,64M,256M"
 
 #include "bench_harness.h"

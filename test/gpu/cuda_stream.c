@@ -468,7 +468,7 @@ static void c_later_stream_work_does_not_delay_isend(void) {
  * overwrite the message. Host (8 B, 4 KiB) and device (1 MiB + 3) senders. */
 static void c_irecv_with_stream_writes_after_prior_work(void) {
     if (!require_kernels()) return;
-    /* 8 B goes in by stream memory writes (MPIACC_CUDA_MEMOP_MAX) behind the stream's
+    /* 8 B goes in by stream memory writes (up to 16 bytes) behind the stream's
      * work, 4 KiB by a copy of the host payload, MiB + 3 pulled or piped. */
     static const size_t sz[] = {8, 4 * KiB, MiB + 3};
     for (int k = 0; k < 3; ++k) {

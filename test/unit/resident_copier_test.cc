@@ -169,8 +169,8 @@ TEST_F(ResidentCopierTest, PostsOnlyToARunningKernelAndEachCopyArrives) {
         ASSERT_EQ(std::memcmp(dst, src + k % 10, 200), 0) << "copy " << k;
     }
     EXPECT_GE(kernel_->launches.load(), 1);
-    EXPECT_EQ(kernel_->idle_asked_ns.load(), static_cast<std::uint64_t>(knobs().cuda_resident_idle_us) * 1000)
-        << "not MPIACC_CUDA_RESIDENT_IDLE_US";
+    EXPECT_EQ(kernel_->idle_asked_ns.load(), static_cast<std::uint64_t>(kResidentIdleMicroseconds) * 1000)
+        << "not the built-in idle time";
 }
 
 TEST_F(ResidentCopierTest, TakesOneCopyAtATime) {
@@ -197,7 +197,7 @@ TEST_F(ResidentCopierTest, KernelThatLeftIsLaunchedAgainAndNumberingGoesOn) {
     std::uint64_t n1, n2;
     ASSERT_TRUE(post_when_running(dst, src, 16, &n1));
     ASSERT_EQ(resolve(n1), ResidentCopier::State::DONE);
-    kernel_->leave_now = true;  // as after MPIACC_CUDA_RESIDENT_IDLE_US without a copy
+    kernel_->leave_now = true;  // as after its idle time without a copy
     const auto until = Clock::now() + std::chrono::seconds(5);
     while (kernel_->ended() == ResidentCopier::Device::Ended::NO && Clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -11,7 +11,7 @@
 // those faster than a kernel launches).
 //
 // A copy engine's small copy is bound by getting work onto the GPU and its end back to the
-// host, not by the bytes: so an IPC pull of at most MPIACC_CUDA_RESIDENT_MAX that goes
+// host, not by the bytes: so an IPC pull of at most MPIACC_CUDA_KERNEL_COPY_MAX that goes
 // alone, from another GPU or this one, goes to mpiacc_resident_copy below, one warp that
 // stays on the GPU while pulls come and reads them from a ring in pinned host memory
 // (resident_ring.h). On two H200s an 8 B pull from

@@ -66,8 +66,8 @@ constexpr std::chrono::microseconds kKernelCopyPatience{50};
 // A memop write's done word is watched this long before the driver is asked about its
 // stream (a fault would keep the word unwritten).
 constexpr std::chrono::microseconds kMemopPatience{200};
-// The largest host payload written into device memory by stream memory operations
-// (MPIACC_CUDA_MEMOP_MAX). Each write is fenced: on an H200, 8 B went in 4.6-4.7 us from
+// The largest host payload written into device memory by stream memory operations.
+// Each write is fenced: on an H200, 8 B went in 4.6-4.7 us from
 // the call to the done word seen, against 5.8 for cudaMemcpyAsync and the stream's
 // synchronization; 16 B (two writes) 5.7 against 6.7, but 64 B (eight) 9.5 against 6.4
 // (maint/diag/small-copy-completion.cu, session 32).
@@ -523,7 +523,7 @@ struct DeviceState {
     // Small copies by kernel (copy_kernel.cu): null when the kernels are not built in or
     // did not load; then every copy goes to a copy engine.
     cudaKernel_t copy_kernel = nullptr;
-    // Payloads of at most MPIACC_CUDA_MEMOP_MAX bytes from host memory go into device
+    // Payloads of at most kMemopMaxBytes from host memory go into device
     // memory as stream memory writes of their words, with the done word written behind
     // them, in one cuStreamBatchMemOp (needs 64-bit stream memory operations).
     std::atomic<bool> memop_writes{false};
@@ -537,7 +537,7 @@ struct DeviceState {
     std::uint64_t *done_words_dev = nullptr;  // the same words as the device addresses them
     // Small copies this device's kernel can make (resident_copier.h): IPC pulls into its
     // memory, and copies between its memory (or a peer's it reads) and pinned staging
-    // memory. Null where the kernels are not built in or MPIACC_CUDA_RESIDENT_MAX=0.
+    // memory. Null where the kernels are not built in or MPIACC_CUDA_KERNEL_COPY_MAX=0.
     std::unique_ptr<ResidentCopier> resident;
     // Registered host memory is at its host address on this device too
     // (cudaDevAttrCanUseHostPointerForRegisteredMem): then `resident` may take copies to
@@ -1436,7 +1436,7 @@ private:
     // `dst`, by size: small, and 16-byte aligned at both ends or short enough to go byte
     // by byte.
     bool resident_size_ok(const void *dst, const void *src, std::size_t len) const {
-        if (!device_->resident || len == 0 || len > knobs().cuda_resident_max) return false;
+        if (!device_->resident || len == 0 || len > knobs().cuda_kernel_copy_max) return false;
         if (device_->time_sliced.load(std::memory_order_relaxed)) return false;
         return (as_addr(dst) | as_addr(src)) % 16 == 0 || len <= kResidentUnalignedMax;
     }
@@ -1469,7 +1469,7 @@ private:
     // (write_words): small, in whole 4-byte words at 4-byte addresses.
     bool by_memop(void *dst, const void *src, const void *host, std::size_t len) const {
         return device_->memop_writes.load(std::memory_order_relaxed) && host == src && !mapping_ && len > 0 &&
-               len <= std::min(kMemopMaxBytes, knobs().cuda_memop_max) && len % 4 == 0 && as_addr(dst) % 4 == 0 &&
+               len <= kMemopMaxBytes && len % 4 == 0 && as_addr(dst) % 4 == 0 &&
                kernel_addressable(device_->ordinal);
     }
 
@@ -1658,9 +1658,11 @@ std::shared_ptr<DeviceState> CudaAccel::State::device_state(int ordinal, std::st
         state->trackers.push_back(std::make_unique<StreamTracker>());
         streams_created.fetch_add(1, std::memory_order_relaxed);
     }
-    if (knobs().cuda_kernel_copy_max > 0 || knobs().cuda_resident_max > 0) load_kernels();
-    cudaKernel_t kernel = knobs().cuda_kernel_copy_max > 0 ? this->kernel : nullptr;
-    if (resident && knobs().cuda_resident_max > 0) {
+    // MPIACC_CUDA_KERNEL_COPY_MAX bounds both kernels; 0 leaves every copy to the engines.
+    const bool kernel_copies = knobs().cuda_kernel_copy_max > 0;
+    if (kernel_copies) load_kernels();
+    cudaKernel_t kernel = kernel_copies ? this->kernel : nullptr;
+    if (resident && kernel_copies) {
         std::string why;  // without it, small pulls go to copy engines as before
         state->resident = ResidentCopier::create(ordinal, resident, &why);
         if (!state->resident) {
@@ -1685,7 +1687,7 @@ std::shared_ptr<DeviceState> CudaAccel::State::device_state(int ordinal, std::st
                       CUDA_SUCCESS &&
                   can != 0;
     }
-    const bool memops = mem_ops && knobs().cuda_memop_max > 0 && driver->stream_batch_mem_op;
+    const bool memops = mem_ops && driver->stream_batch_mem_op;
     if (kernel || memops) {
         void *words = nullptr, *dev = nullptr;
         const std::size_t bytes = sizeof(std::uint64_t) * state->streams.size();

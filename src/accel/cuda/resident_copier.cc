@@ -138,7 +138,7 @@ void ResidentCopier::launch_if_idle() {
     if (launched_) return;
     ++gen_;
     store(&ring_->stop.word[0], 0);
-    const std::uint64_t idle = static_cast<std::uint64_t>(std::max(0L, knobs().cuda_resident_idle_us)) * 1000;
+    const std::uint64_t idle = static_cast<std::uint64_t>(std::max(0L, kResidentIdleMicroseconds)) * 1000;
     if (!device_->launch(posted_, idle, kLifeNs, gen_ & kGenMask)) {
         broken_ = true;
         MPIACC_COUNT("cuda.resident.launch_failed");

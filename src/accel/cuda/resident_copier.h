@@ -7,7 +7,7 @@
 // all of it getting the work onto the GPU and its end back; a running kernel that polls
 // the ring takes a posted copy in one host-memory round trip and says it is done in
 // another (4.9 us for 8 B pulled from the peer GPU on two H200s). The kernel leaves after
-// MPIACC_CUDA_RESIDENT_IDLE_US without a copy, so that it holds one warp of one SM only
+// kResidentIdleMicroseconds without a copy, so that it holds one warp of one SM only
 // while small copies come, and an application's cudaDeviceSynchronize or cudaFree waits
 // at most that long for it.
 //
@@ -33,6 +33,11 @@
 #include "accel/cuda/resident_ring.h"
 
 namespace mpiacc {
+
+// Microseconds the kernel waits for a copy before it leaves: longer than the gap between
+// the small copies of a burst, short enough that a synchronizing application hardly
+// notices it.
+constexpr long kResidentIdleMicroseconds = 25;
 
 class ResidentCopier {
 public:
