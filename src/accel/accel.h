@@ -56,6 +56,7 @@ struct AccelSettings {
     std::string opencl_platform;           // MPIACC_OPENCL_PLATFORM
     long opencl_cache_entries = 4;         // MPIACC_OPENCL_CACHE_SIZE
     std::string fault_pull, fault_memop, fault_resident;  // MPIACC_FAULT_* (test_knobs.def)
+    std::size_t cuda_kernel_copy_max = 32u << 10;          // MPIACC_CUDA_KERNEL_COPY_MAX
 };
 
 // What the call said about its buffer, captured from the datatype's attributes (or

@@ -416,7 +416,7 @@ TEST(MemtypeCache, concurrent_lookups_agree) {
 // ------------------------------------------------------------------ CudaAccel, no GPU
 
 TEST(CudaAccel, without_a_driver_is_unavailable_and_capture_fails_cleanly) {
-    CudaAccel accel;
+    CudaAccel accel{AccelSettings{}};
     if (accel.available()) GTEST_SKIP() << "a CUDA device is usable here: see the CudaGpu tests";
     EXPECT_EQ(accel.kind(), BufKind::CUDA);
     EXPECT_STREQ(accel.name(), "cuda");
@@ -479,7 +479,7 @@ protected:
     static void CUDART_CB sleep_ms(void *ms) {
         std::this_thread::sleep_for(std::chrono::milliseconds(reinterpret_cast<std::intptr_t>(ms)));
     }
-    CudaAccel accel;
+    CudaAccel accel{AccelSettings{}};
 };
 
 TEST_F(CudaGpu, autodetection_tells_device_from_host_and_pinned_memory) {

@@ -20,7 +20,6 @@
 #include "accel/cuda/cuda_quiet.h"
 #include "accel/cuda/memtype_cache.h"
 #include "accel/cuda/resident_copier.h"
-#include "core/context.h"
 #include "util/counters.h"
 #include "util/error.h"
 #include "util/fault.h"
@@ -556,6 +555,10 @@ struct DeviceState {
     // seen them end, of those that could have gone to `resident` (IPC pulls, and copies
     // offered to it): while there are any, none goes to `resident`.
     std::atomic<long> engine_copies{0};
+    // MPIACC_FAULT_PULL and MPIACC_FAULT_MEMOP (AccelSettings), and this process's world
+    // rank, for the copies that fail on purpose; configure() keeps them current.
+    std::string fault_pull, fault_memop;
+    int world_rank = 0;
 
     DeviceState() = default;
     DeviceState(const DeviceState &) = delete;
@@ -572,6 +575,20 @@ struct DeviceState {
         // Returns at once; the driver releases each stream after its queued work.
         for (cudaStream_t s : streams) quiet(cudaStreamDestroy(s));
         if (done_words) quiet(cudaFreeHost(done_words));
+    }
+
+    // New settings for what is read while copies run (fault specs, rank, resident copier).
+    void configure(const AccelSettings &settings) {
+        fault_pull = settings.fault_pull;
+        fault_memop = settings.fault_memop;
+        world_rank = settings.world_rank;
+        if (resident) resident->configure(resident_settings(settings));
+    }
+    static ResidentCopier::Settings resident_settings(const AccelSettings &s) {
+        ResidentCopier::Settings r;
+        r.fault_spec = s.fault_resident;
+        r.world_rank = s.world_rank;
+        return r;
     }
 };
 
@@ -827,22 +844,20 @@ private:
     void flush_batch();
     // MPIACC_FAULT_MEMOP: whether this memop write, counted in this process, is to be
     // refused.
-    static bool memop_fault_planned() {
-        const Context &ctx = context();
-        if (ctx.knobs.fault_memop.empty()) return false;
+    static bool memop_fault_planned(const DeviceState &device) {
+        if (device.fault_memop.empty()) return false;
         static std::atomic<long> writes{0};
-        return fault_planned(ctx.knobs.fault_memop, ctx.world_rank, ++writes);
+        return fault_planned(device.fault_memop, device.world_rank, ++writes);
     }
     // MPIACC_FAULT_PULL: whether this pull, counted in this process, is to fail.
     void plan_pull_fault() {
-        const Context &ctx = context();
-        if (ctx.knobs.fault_pull.empty()) return;
+        if (device_->fault_pull.empty()) return;
         static std::atomic<long> pulls{0};
         const long n = ++pulls;
-        if (!fault_planned(ctx.knobs.fault_pull, ctx.world_rank, n)) return;
+        if (!fault_planned(device_->fault_pull, device_->world_rank, n)) return;
         fault_planned_ = true;
         fault_why_ =
-            format("IPC pull %ld of rank %d failed to enqueue on purpose (MPIACC_FAULT_PULL)", n, ctx.world_rank);
+            format("IPC pull %ld of rank %d failed to enqueue on purpose (MPIACC_FAULT_PULL)", n, device_->world_rank);
     }
 
     // 1: all reached, 0: some pending, -1: one failed (error_ set).
@@ -964,7 +979,7 @@ private:
         ops[n].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
         ++n;
         MPIACC_PROBE("copy.enqueue");
-        const CUresult r = memop_fault_planned()
+        const CUresult r = memop_fault_planned(*device_)
                                ? CUDA_ERROR_NOT_SUPPORTED
                                : device_->driver->stream_batch_mem_op(reinterpret_cast<CUstream>(stream_), n, ops, 0);
         MPIACC_PROBE("copy.enqueued");
@@ -1197,7 +1212,8 @@ void PullBatch::flush() {
 // ------------------------------------------------------------------------------ state
 
 struct CudaAccel::State : std::enable_shared_from_this<CudaAccel::State> {
-    State();
+    explicit State(const AccelSettings &settings);
+    void reconfigure(const AccelSettings &new_settings);
 
     bool available() {
         int s = avail.load(std::memory_order_acquire);
@@ -1232,6 +1248,8 @@ struct CudaAccel::State : std::enable_shared_from_this<CudaAccel::State> {
     void unpin_peer_segment(void *base);
     void shutdown();
 
+    // As configure_accels last gave them; read where a decision depends on them.
+    AccelSettings settings;
     std::atomic<int> avail{0};                    // 0 not probed, 1 usable, 2 not
     std::atomic<std::uint64_t> contexts_seen{0};  // device_in_use: ordinals < 64 seen active
     std::once_flag probe_once;
@@ -1355,7 +1373,7 @@ public:
         return owner_->pin_peer_segment(base, bytes, mapping, why);
     }
     // Not with MPIACC_IPC=0, which makes a node's transfers take the path between nodes.
-    bool copies_from_peer_segments() const override { return knobs().ipc; }
+    bool copies_from_peer_segments() const override { return owner_->settings.ipc; }
 
     bool ipc_export(IpcExport *out) override {
         // Managed memory has no IPC handle, and an imported mapping is not ours to pass on.
@@ -1426,7 +1444,8 @@ private:
     // pinned memory the kernel took 7.1 us against 6.2 for cudaMemcpyAsync and its event
     // (8 bytes, one H200), as a copy engine issues a host copy in 1.2 us, a kernel in 2.9.
     bool by_kernel(const CudaBuffer &other, void *dst, const void *src, std::size_t len) const {
-        if (!device_->copy_kernel || len == 0 || len > std::min(kKernelCopyLimit, knobs().cuda_kernel_copy_max))
+        if (!device_->copy_kernel || len == 0 ||
+            len > std::min(kKernelCopyLimit, owner_->settings.cuda_kernel_copy_max))
             return false;
         if ((as_addr(dst) | as_addr(src)) % 16 != 0) return false;
         return kernel_addressable(device_->ordinal) && other.kernel_addressable(device_->ordinal);
@@ -1436,7 +1455,7 @@ private:
     // `dst`, by size: small, and 16-byte aligned at both ends or short enough to go byte
     // by byte.
     bool resident_size_ok(const void *dst, const void *src, std::size_t len) const {
-        if (!device_->resident || len == 0 || len > knobs().cuda_kernel_copy_max) return false;
+        if (!device_->resident || len == 0 || len > owner_->settings.cuda_kernel_copy_max) return false;
         if (device_->time_sliced.load(std::memory_order_relaxed)) return false;
         return (as_addr(dst) | as_addr(src)) % 16 == 0 || len <= kResidentUnalignedMax;
     }
@@ -1529,8 +1548,9 @@ private:
 
 }  // namespace
 
-CudaAccel::State::State()
-    : cache(PointerQuery{
+CudaAccel::State::State(const AccelSettings &initial)
+    : settings(initial),
+      cache(PointerQuery{
           [this](const void *addr, PointerInfo *info, std::string *why) { return query_pointer(addr, info, why); },
           [this](const void *addr, std::uint64_t *id) {
               if (!driver->pointer_get_attribute) return false;
@@ -1659,15 +1679,16 @@ std::shared_ptr<DeviceState> CudaAccel::State::device_state(int ordinal, std::st
         streams_created.fetch_add(1, std::memory_order_relaxed);
     }
     // MPIACC_CUDA_KERNEL_COPY_MAX bounds both kernels; 0 leaves every copy to the engines.
-    const bool kernel_copies = knobs().cuda_kernel_copy_max > 0;
+    const bool kernel_copies = settings.cuda_kernel_copy_max > 0;
     if (kernel_copies) load_kernels();
     cudaKernel_t kernel = kernel_copies ? this->kernel : nullptr;
     if (resident && kernel_copies) {
         std::string why;  // without it, small pulls go to copy engines as before
-        state->resident = ResidentCopier::create(ordinal, resident, &why);
+        state->resident =
+            ResidentCopier::create(ordinal, resident, DeviceState::resident_settings(settings), &why);
         if (!state->resident) {
             MPIACC_COUNT("cuda.resident.unavailable");
-            if (knobs().verbose > 0) std::fprintf(stderr, "mpiacc: device %d: %s\n", ordinal, why.c_str());
+            if (settings.verbose > 0) std::fprintf(stderr, "mpiacc: device %d: %s\n", ordinal, why.c_str());
         }
         int same = 0;
         state->host_at_own_address = quiet(cudaDeviceGetAttribute(&same, cudaDevAttrCanUseHostPointerForRegisteredMem,
@@ -1715,9 +1736,10 @@ std::shared_ptr<DeviceState> CudaAccel::State::device_state(int ordinal, std::st
         state->pull_batch = std::make_shared<PullBatch>(state.get());
     state->events = std::make_shared<EventPool>(ordinal, false, driver);
     state->ipc_events = std::make_shared<EventPool>(ordinal, true, driver);
-    const std::size_t slot = std::max<std::size_t>(knobs().chunk_size, 4096);
+    const std::size_t slot = std::max<std::size_t>(settings.slot_size, 4096);
     state->staging = std::make_unique<PinnedPool>(std::make_unique<CudaPinnedAllocator>(ordinal, pci, driver, pinned),
-                                                  slot, knobs().pool_size);
+                                                  slot, settings.pool_bytes);
+    state->configure(settings);
     devices.emplace(ordinal, state);
     return state;
 }
@@ -2027,7 +2049,7 @@ int CudaAccel::State::ipc_import(const IpcExport &peer, std::size_t bytes, int d
             if (rc != MPI_SUCCESS) return rc;
             if (mapping->kernel_ok && state->resident && !state->mps && !state->time_sliced.exchange(true)) {
                 MPIACC_COUNT("cuda.resident.time_sliced");
-                if (knobs().verbose > 0)
+                if (settings.verbose > 0)
                     std::fprintf(stderr,
                                  "mpiacc: device %d: another process works on it without MPS; small copies go to "
                                  "copy engines, not the resident copier\n",
@@ -2073,6 +2095,12 @@ void CudaAccel::State::unpin_peer_segment(void *base) {
     peer_pins.unpin(base);
 }
 
+void CudaAccel::State::reconfigure(const AccelSettings &new_settings) {
+    std::lock_guard<std::mutex> lock(mutex);
+    settings = new_settings;
+    for (auto &d : devices) d.second->configure(settings);
+}
+
 void CudaAccel::State::shutdown() {
     {
         // Before MPI_Finalize unmaps them (unmap_peer_segments).
@@ -2101,7 +2129,7 @@ void CudaAccel::State::shutdown() {
 
 // ------------------------------------------------------------------------------ CudaAccel
 
-CudaAccel::CudaAccel() : state_(std::make_shared<State>()) {
+CudaAccel::CudaAccel(const AccelSettings &settings) : state_(std::make_shared<State>(settings)) {
     std::weak_ptr<State> state = state_;
     unmap_hook_ = add_peer_segment_unmap_hook([state](void *base) {
         if (auto live = state.lock()) live->unpin_peer_segment(base);
@@ -2112,6 +2140,8 @@ CudaAccel::~CudaAccel() {
     remove_peer_segment_unmap_hook(unmap_hook_);
     state_->shutdown();
 }
+
+void CudaAccel::reconfigure(const AccelSettings &settings) { state_->reconfigure(settings); }
 
 bool CudaAccel::available() { return state_->available(); }
 
@@ -2194,6 +2224,6 @@ std::string CudaAccel::counters() const {
     return out;
 }
 
-std::unique_ptr<Accel> make_cuda_accel(const AccelSettings &) { return std::make_unique<CudaAccel>(); }
+std::unique_ptr<Accel> make_cuda_accel(const AccelSettings &settings) { return std::make_unique<CudaAccel>(settings); }
 
 }  // namespace mpiacc

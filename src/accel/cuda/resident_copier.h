@@ -39,8 +39,18 @@ namespace mpiacc {
 // notices it.
 constexpr long kResidentIdleMicroseconds = 25;
 
+struct ResidentCopierSettings {
+    long idle_us = kResidentIdleMicroseconds;
+    // MPIACC_FAULT_RESIDENT: the commands it names (counted per device) are posted so that
+    // the kernel cannot read them, and the kernel is asked to leave: they are declined.
+    std::string fault_spec;
+    int world_rank = 0;
+};
+
 class ResidentCopier {
 public:
+    using Settings = ResidentCopierSettings;
+
     // Where the kernel runs: the GPU (create()), or a test's stand-in that plays the
     // kernel's part of the protocol on the same ring.
     class Device {
@@ -57,9 +67,10 @@ public:
 
     // With the device current: the ring in pinned memory mapped into the device, and a
     // stream of the greatest priority. Null (and *why) when either cannot be had.
-    static std::unique_ptr<ResidentCopier> create(int ordinal, cudaKernel_t kernel, std::string *why);
+    static std::unique_ptr<ResidentCopier> create(int ordinal, cudaKernel_t kernel, const Settings &settings,
+                                                  std::string *why);
     // `ring` (zeroed, outliving the copier) as `device`'s kernel sees it.
-    ResidentCopier(mpiacc_resident_ring *ring, std::unique_ptr<Device> device);
+    ResidentCopier(mpiacc_resident_ring *ring, std::unique_ptr<Device> device, Settings settings = Settings());
     // With the device current: tells a running kernel to leave and waits for it.
     ~ResidentCopier();
     ResidentCopier(const ResidentCopier &) = delete;
@@ -67,13 +78,14 @@ public:
 
     // Posts a copy of `len` bytes if the kernel runs and has nothing else; `keep` (e.g. the
     // IPC mapping read from) is held until the copy is resolved, even if its caller goes.
-    // False: copy it another way, then call launch_if_idle(). The commands that
-    // MPIACC_FAULT_RESIDENT names (counted per device) are posted so that the kernel
-    // cannot read them, and the kernel is asked to leave: they are declined.
+    // False: copy it another way, then call launch_if_idle(). Settings::fault_spec names
+    // commands that are declined on purpose.
     bool post(void *dst, const void *src, std::size_t len, const std::vector<std::shared_ptr<void>> &keep,
               std::uint64_t *command);
     // With the device current: launches the kernel unless one is launched and has not left.
     void launch_if_idle();
+    // New settings, for the launches and posts after this call.
+    void configure(const Settings &settings);
 
     enum class State { PENDING, DONE, DECLINED };
     // DONE and DECLINED are said once; the slot is free after either.
@@ -105,12 +117,13 @@ private:
     void release(Record &r);
 
     std::mutex mutex_;
-    mpiacc_resident_ring *ring_;                // as the host addresses it
-    std::unique_ptr<Device> device_;            // owns the ring where create() made it
-    std::uint64_t posted_ = 0;                  // commands numbered so far
-    std::uint64_t gen_ = 0;                     // the latest launch's generation
-    bool launched_ = false;                     // gen_'s kernel may run: its exit not yet seen
-    bool broken_ = false;                       // a launch failed: no more
+    Settings settings_;               // under mutex_
+    mpiacc_resident_ring *ring_;      // as the host addresses it
+    std::unique_ptr<Device> device_;  // owns the ring where create() made it
+    std::uint64_t posted_ = 0;        // commands numbered so far
+    std::uint64_t gen_ = 0;           // the latest launch's generation
+    bool launched_ = false;           // gen_'s kernel may run: its exit not yet seen
+    bool broken_ = false;             // a launch failed: no more
     std::size_t abandoned_ = 0;
     std::size_t in_flight_ = 0;  // busy records
     Record records_[MPIACC_RESIDENT_SLOTS];
