@@ -9,6 +9,7 @@
 // ones only where a dependency is exported for an IPC pull), and a NUMA-local pinned
 // staging pool (BRIEF P1, P5, P8). Process-wide: the memory-kind cache behind
 // owns_pointer, and the IPC caches (exported handles, opened mappings and events).
+// The files of src/accel/cuda hold one job each; accel_state.h is where they meet.
 #pragma once
 
 #include <memory>
@@ -54,7 +55,7 @@ public:
     // Why available() is false ("" while it is true or not yet probed).
     std::string unavailable_reason() const;
 
-    struct State;
+    struct State;  // accel_state.h
 
 private:
     std::shared_ptr<State> state_;

@@ -20,9 +20,9 @@ constexpr unsigned long long kLifeNs = 10ull * 1000 * 1000;
 constexpr std::chrono::microseconds kStreamPatience{200};
 // Copies on the ring at once. The kernel takes them one after another, each with a
 // round trip to host memory to read it, one across NVLink to copy it and a system-wide
-// fence: on two H200s windows of 32 pulls of 1-4 KiB ran at 0.28-0.89 GB/s through it,
-// against 0.37-1.5 for copy engines batching them. So it takes the latency of a lone pull
-// and copy engines the rest of a window.
+// fence, so windows of pulls ran slower through it than on copy engines batching them
+// (docs/performance.md, 'Resident copy kernel'): it takes the latency of a lone pull and
+// copy engines the rest of a window.
 constexpr std::size_t kMaxInFlight = 1;
 constexpr std::uint64_t kLow40 = (std::uint64_t{1} << MPIACC_RESIDENT_GEN_SHIFT) - 1;
 constexpr std::uint64_t kGenMask = (std::uint64_t{1} << (64 - MPIACC_RESIDENT_GEN_SHIFT)) - 1;

@@ -1,22 +1,21 @@
 // Small copies by a kernel that stays on the GPU (mpiacc_resident_copy in copy_kernel.cu),
 // fed through a ring in pinned host memory (resident_ring.h): IPC pulls into the GPU's
-// memory, and copies between its memory and pinned staging memory (cuda_accel.cc,
-// CudaBuffer::by_resident and by_resident_host).
+// memory, and copies between its memory and pinned staging memory (cuda_buffer.cc,
+// CudaBuffer::route_copy).
 //
-// A copy engine's copy of a few bytes ends 7-9 us after cudaMemcpyAsync is called, nearly
-// all of it getting the work onto the GPU and its end back; a running kernel that polls
-// the ring takes a posted copy in one host-memory round trip and says it is done in
-// another (4.9 us for 8 B pulled from the peer GPU on two H200s). The kernel leaves after
-// kResidentIdleMicroseconds without a copy, so that it holds one warp of one SM only
-// while small copies come, and an application's cudaDeviceSynchronize or cudaFree waits
-// at most that long for it.
+// A copy engine's copy of a few bytes spends nearly all its time getting the work onto
+// the GPU and its end back; a running kernel that polls the ring takes a posted copy in
+// one host-memory round trip and says it is done in another (docs/performance.md,
+// 'Resident copy kernel'). The kernel leaves after an idle time without a copy, so that
+// it holds one warp of one SM only while small copies come, and an application's
+// cudaDeviceSynchronize or cudaFree waits at most that long for it.
 //
 // A copy goes to the ring only while the kernel is known to run (it said so after its
 // launch) and no other copy is on it: the kernel serves the latency of a lone pull, and
 // copy engines, which batch them, the rest of a window. Otherwise the caller copies
-// another way and asks for a launch, for the copies after it. The kernel alone decides when to leave and takes no copy
-// after that, so each posted copy ends one of two ways: done, or declined (the kernel left first), and then the caller
-// copies it another way.
+// another way and asks for a launch, for the copies after it. The kernel alone decides
+// when to leave and takes no copy after that, so each posted copy ends one of two ways:
+// done, or declined (the kernel left first), and then the caller copies it another way.
 #ifndef MPIACC_ACCEL_CUDA_RESIDENT_COPIER_H
 #define MPIACC_ACCEL_CUDA_RESIDENT_COPIER_H
 
