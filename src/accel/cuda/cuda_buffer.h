@@ -32,6 +32,9 @@ public:
     std::size_t capacity() const override { return capacity_; }
     PinnedPool *staging_pool() override { return device_->staging.get(); }
     std::unique_ptr<Completion> dependency() override;
+    // A captured buffer's dependency is the user's stream or event (MPIX_ACC_STREAM,
+    // MPIX_ACC_EVENT); an imported one's is the peer's, not this process's user's.
+    bool copies_wait_for_user_work() const override { return dep_ != nullptr && !mapping_; }
 
     int copy_to_host(std::size_t offset, void *dst, std::size_t len, std::unique_ptr<Completion> *done,
                      std::string *why, CopyUse use = CopyUse::POLLED) override;
