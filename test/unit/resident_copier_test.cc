@@ -266,9 +266,9 @@ TEST_F(ResidentCopierTest, KernelThatFaultsDeclinesItsCopyAndIsNotLaunchedAgain)
     EXPECT_FALSE(copier_->post(dst, src, 8, {}, &m));
 }
 
-// The component gives the copier its settings (AccelSettings: MPIACC_FAULT_RESIDENT and the
-// world rank): the launches after configure() ask for its idle time, and the post its
-// fault spec names for this rank is declined, not copied.
+// The component gives the copier its settings (AccelSettings: MPIACC_FAULT_RESIDENT, the
+// world rank, MPIACC_TEST_RESIDENT_IDLE_US): the launches after configure() ask for its
+// idle time, and the post its fault spec names for this rank is declined, not copied.
 TEST_F(ResidentCopierTest, IdleTimeAndPlannedFaultsComeFromItsSettings) {
     ResidentCopier::Settings settings;
     settings.idle_us = 500;

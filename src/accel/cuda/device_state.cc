@@ -16,6 +16,7 @@ namespace {
 
 ResidentCopier::Settings resident_settings(const AccelSettings &s) {
     ResidentCopier::Settings r;
+    if (s.cuda_resident_idle_us > 0) r.idle_us = s.cuda_resident_idle_us;
     r.fault_spec = s.fault_resident;
     r.world_rank = s.world_rank;
     return r;
