@@ -686,8 +686,8 @@ static int end_staged_run(int tag) {
  *   6. phase 1 again, right after phase 5's run (35 sends left of it): the receiver asks
  *      for pulls again at the first staged payload into device memory, so only the sends
  *      until the sender takes that hint go staged (it runs ahead of the receiver by the
- *      eager sends MPICH buffers, and looks once in 4 staged sends; 8 on two H200s), and
- *      the rest are pulled (4 KiB D->D staged took 17.5 us there, pulled 9.5).
+ *      eager sends MPICH buffers, and looks once in 4 staged sends), and the rest are
+ *      pulled, which is faster for these sizes.
  * A peer without a CUDA context declines every offer (cuda_host_only_peer). Without IPC
  * every send goes staged. Every message is checked. */
 static void c_small_sends_pulled_or_staged_by_receive_kind(void) {
