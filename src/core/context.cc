@@ -44,6 +44,8 @@ AccelSettings accel_settings_from(const Knobs &k, int world_rank) {
     s.fault_pull = k.fault_pull;
     s.fault_memop = k.fault_memop;
     s.fault_resident = k.fault_resident;
+    s.cuda_kernel_copy_max = k.cuda_kernel_copy_max;
+    s.cuda_resident_idle_us = k.test_resident_idle_us;
     return s;
 }
 

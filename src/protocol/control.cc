@@ -23,7 +23,7 @@ bool take_control_message(ControlMessage *msg, int *from, bool wait = false) {
 }
 
 // The hints receivers send their senders outside any transfer, by world rank: RNDV_HINT
-// (MPIACC_HOST_RNDV_HINT_MIN) and PULL_HINT.
+// (kHostRndvHintMin) and PULL_HINT.
 struct PeerHints {
     // Sender: the smallest host payload each receiver asked to get by RTS/CTS (0: none),
     // how many receivers ask, and sends that looked for hints (take_hints_now_and_then).

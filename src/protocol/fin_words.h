@@ -110,7 +110,7 @@ private:
 // Callers hold the StateLock.
 //
 // Before the init exchange: makes this process's words when CUDA IPC may be used
-// (MPIACC_IPC and MPIACC_IPC_FIN_WORD on, CUDA built), and returns its offer (words 0
+// (MPIACC_IPC on, a kind with IPC built, MPIACC_FAULT_FIN_WORDS off), and returns its offer (words 0
 // when none were made).
 FinWordsOffer open_fin_words(int pid, std::uint64_t pid_namespace);
 // After it: the offers of the ranks on this node, by world rank (no other rank pulls).

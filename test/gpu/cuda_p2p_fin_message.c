@@ -1,4 +1,4 @@
-/* cuda_p2p with MPIACC_IPC_FIN_WORD=0, set before MPI_Init: every IPC pull is answered by
+/* cuda_p2p with MPIACC_FAULT_FIN_WORDS=1, set before MPI_Init: every IPC pull is answered by
  * a FIN message on the private communicator, the path a receiver takes when it cannot open
  * the sender's FIN words (another PID namespace). The cases are cuda_p2p.c's; ranks use
  * device rank % devices.

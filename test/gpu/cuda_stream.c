@@ -19,25 +19,20 @@
 #define ISEND_LIMIT_S 50e-6        /* MPI_Isend with a pending dependency returns within this */
 /* The kernel behind a timed MPI_Isend: 200 times the limit, so an MPI_Isend that waited for
  * it cannot pass, yet short enough that the send path is still in the CPU's caches when the
- * next trial begins. On the GPU machine (a KVM guest) a code path left alone for 200 ms runs
- * 10-20 times slower on its next call, busy-polling in between or not: cudaEventRecord
- * 0.4 -> 14-17 us, a 256 KiB pointer chase 11 -> 180-220 us; after 1 ms no change, after
- * 20 ms up to 6x (bench/results/explore-2026-11-25-h100-s16.txt). Behind 200 ms kernels the
- * trials after the first measured that, not MPI_Isend: 30-110 us. */
+ * next trial begins. On the GPU machine (a KVM guest) a code path left alone for long runs
+ * many times slower on its next call, busy-polling in between or not, so behind 200 ms
+ * kernels the trials after the first measured that, not MPI_Isend (docs/performance.md,
+ * 'Timing MPI_Isend behind a kernel'). */
 #define TIMED_SPIN_NS 10000000ull  /* 10 ms */
 /* Before each timed trial the receiver says it is ready (an empty host message) once it
  * has checked the previous message and set up the next buffer. Without this the timed
  * MPI_Isend ran while the other rank, on the same host, downloaded and checked the
- * previous 64 MiB twice and freed it: every call inside MPI_Isend ran 5-20x slower
- * (cudaGetDevice 1.6-2 us, PMPI_Isend of the 200-byte envelope 25-32 us), and 64 MiB read
- * 50-95 us against 8-30 us at 4 KiB, with either OpenCL platform and none
- * (bench/results/explore-2026-11-25-h100-s18.txt).
- * That check takes tens of ms at 64 MiB, and the send path goes cold while the sender
- * waits for it, so after "ready" comes an untimed MPI_Isend of this many bytes, same
- * buffer and type, as in an application that sends in a loop, and only then the timed
- * one. With the untimed send before the wait instead, the fastest of five 64 MiB trials
- * read 22-55 us and failed the bound in about one run in four on two H200s; with it after,
- * 4.6-12.9 us in nine runs (bench/results/explore-2026-11-26-h200x2-s27.txt). */
+ * previous 64 MiB twice and freed it, and every call inside MPI_Isend ran several times
+ * slower. That check takes tens of ms at 64 MiB, and the send path goes cold while the
+ * sender waits for it, so after "ready" comes an untimed MPI_Isend of this many bytes,
+ * same buffer and type, as in an application that sends in a loop, and only then the
+ * timed one: with the untimed send before the wait instead, the bound failed now and then
+ * (same section of docs/performance.md). */
 #define WARM_BYTES 4096
 #define STALE 0xee                 /* what a send buffer holds before the kernel writes it */
 
@@ -468,7 +463,7 @@ static void c_later_stream_work_does_not_delay_isend(void) {
  * overwrite the message. Host (8 B, 4 KiB) and device (1 MiB + 3) senders. */
 static void c_irecv_with_stream_writes_after_prior_work(void) {
     if (!require_kernels()) return;
-    /* 8 B goes in by stream memory writes (MPIACC_CUDA_MEMOP_MAX) behind the stream's
+    /* 8 B goes in by stream memory writes (up to 16 bytes) behind the stream's
      * work, 4 KiB by a copy of the host payload, MiB + 3 pulled or piped. */
     static const size_t sz[] = {8, 4 * KiB, MiB + 3};
     for (int k = 0; k < 3; ++k) {

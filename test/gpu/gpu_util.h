@@ -45,6 +45,7 @@ static int gpu_dev = -1;     /* this rank's CUDA device */
 static int gpu_ndev = 0;     /* devices this rank sees */
 static int gpu_ndev_min = 0; /* fewest devices any rank sees */
 static int gpu_peer = -1;    /* the other rank of the two */
+static int gpu_same_device;  /* both ranks use one GPU (same PCI location), whatever its ordinals */
 
 /* ------------------------------------------------------------------ failing loudly */
 
@@ -339,6 +340,10 @@ static inline void gpu_setup(int fixed) {
     char bus[32] = "?";
     CK(cudaGetDeviceProperties(&prop, gpu_dev));
     CK(cudaDeviceGetPCIBusId(bus, sizeof bus, gpu_dev));
+    char peer_bus[32] = "";
+    MPI_Sendrecv(bus, sizeof bus, MPI_CHAR, gpu_peer, 0, peer_bus, sizeof peer_bus, MPI_CHAR, gpu_peer, 0,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    gpu_same_device = strcmp(bus, peer_bus) == 0;
     snprintf(info, sizeof info, "rank %d: CUDA device %d of %d, %.120s (sm_%d%d), PCI %.31s", mt_rank, gpu_dev, gpu_ndev,
              prop.name, prop.major, prop.minor, bus);
     MPI_Gather(info, sizeof info, MPI_CHAR, all, sizeof info, MPI_CHAR, 0, MPI_COMM_WORLD);

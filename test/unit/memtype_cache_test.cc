@@ -416,7 +416,7 @@ TEST(MemtypeCache, concurrent_lookups_agree) {
 // ------------------------------------------------------------------ CudaAccel, no GPU
 
 TEST(CudaAccel, without_a_driver_is_unavailable_and_capture_fails_cleanly) {
-    CudaAccel accel;
+    CudaAccel accel{AccelSettings{}};
     if (accel.available()) GTEST_SKIP() << "a CUDA device is usable here: see the CudaGpu tests";
     EXPECT_EQ(accel.kind(), BufKind::CUDA);
     EXPECT_STREQ(accel.name(), "cuda");
@@ -479,7 +479,7 @@ protected:
     static void CUDART_CB sleep_ms(void *ms) {
         std::this_thread::sleep_for(std::chrono::milliseconds(reinterpret_cast<std::intptr_t>(ms)));
     }
-    CudaAccel accel;
+    CudaAccel accel{AccelSettings{}};
 };
 
 TEST_F(CudaGpu, autodetection_tells_device_from_host_and_pinned_memory) {
@@ -685,6 +685,43 @@ TEST_F(CudaGpu, stream_dependency_is_captured_at_call_time) {
     for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(host[i], 0x5A) << i;
     buf.reset();
     cudaStreamSynchronize(user);
+    cudaStreamDestroy(user);
+    cudaFree(dev);
+}
+
+// copies_wait_for_user_work() is true exactly when the capture recorded a dependency on
+// the user's work (MPIX_ACC_STREAM, MPIX_ACC_EVENT or both); the copies deliver the bytes
+// either way.
+TEST_F(CudaGpu, copies_wait_for_user_work_exactly_when_a_stream_or_event_was_given) {
+    const std::size_t n = 4096;
+    void *dev = nullptr;
+    ASSERT_EQ(cudaMalloc(&dev, n), cudaSuccess);
+    cudaStream_t user;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(dev, 0x21, n, user), cudaSuccess);
+    cudaEvent_t ready;
+    ASSERT_EQ(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(ready, user), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(user), cudaSuccess);
+    const struct { bool stream, event; } cases[] = {{false, false}, {true, false}, {false, true}, {true, true}};
+    for (const auto &c : cases) {
+        BufferAttrs attrs = cuda_attrs();
+        if (c.stream) attrs.stream = user;
+        if (c.event) attrs.event = ready;
+        std::unique_ptr<DeviceBuffer> buf;
+        std::string why;
+        ASSERT_EQ(accel.capture(dev, n, attrs, &buf, &why), MPI_SUCCESS) << why;
+        ASSERT_NE(buf, nullptr);
+        EXPECT_EQ(buf->copies_wait_for_user_work(), c.stream || c.event)
+            << "stream " << c.stream << ", event " << c.event;
+        std::vector<unsigned char> host(n, 0);
+        std::unique_ptr<Completion> done;
+        ASSERT_EQ(buf->copy_to_host(0, host.data(), n, &done, &why), MPI_SUCCESS) << why;
+        ASSERT_TRUE(wait(*done));
+        EXPECT_EQ(done->error(), MPI_SUCCESS) << done->what();
+        for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(host[i], 0x21) << i;
+    }
+    cudaEventDestroy(ready);
     cudaStreamDestroy(user);
     cudaFree(dev);
 }

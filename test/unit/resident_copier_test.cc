@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "accel/cuda/resident_copier.h"
-#include "core/context.h"
 
 namespace mpiacc {
 namespace {
@@ -169,8 +168,8 @@ TEST_F(ResidentCopierTest, PostsOnlyToARunningKernelAndEachCopyArrives) {
         ASSERT_EQ(std::memcmp(dst, src + k % 10, 200), 0) << "copy " << k;
     }
     EXPECT_GE(kernel_->launches.load(), 1);
-    EXPECT_EQ(kernel_->idle_asked_ns.load(), static_cast<std::uint64_t>(knobs().cuda_resident_idle_us) * 1000)
-        << "not MPIACC_CUDA_RESIDENT_IDLE_US";
+    EXPECT_EQ(kernel_->idle_asked_ns.load(), static_cast<std::uint64_t>(kResidentIdleMicroseconds) * 1000)
+        << "not the built-in idle time";
 }
 
 TEST_F(ResidentCopierTest, TakesOneCopyAtATime) {
@@ -197,7 +196,7 @@ TEST_F(ResidentCopierTest, KernelThatLeftIsLaunchedAgainAndNumberingGoesOn) {
     std::uint64_t n1, n2;
     ASSERT_TRUE(post_when_running(dst, src, 16, &n1));
     ASSERT_EQ(resolve(n1), ResidentCopier::State::DONE);
-    kernel_->leave_now = true;  // as after MPIACC_CUDA_RESIDENT_IDLE_US without a copy
+    kernel_->leave_now = true;  // as after its idle time without a copy
     const auto until = Clock::now() + std::chrono::seconds(5);
     while (kernel_->ended() == ResidentCopier::Device::Ended::NO && Clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -265,6 +264,30 @@ TEST_F(ResidentCopierTest, KernelThatFaultsDeclinesItsCopyAndIsNotLaunchedAgain)
     copier_->launch_if_idle();
     EXPECT_EQ(kernel_->launches.load(), 1) << "launched again after a fault";
     EXPECT_FALSE(copier_->post(dst, src, 8, {}, &m));
+}
+
+// The component gives the copier its settings (AccelSettings: MPIACC_FAULT_RESIDENT, the
+// world rank, MPIACC_TEST_RESIDENT_IDLE_US): the launches after configure() ask for its
+// idle time, and the post its fault spec names for this rank is declined, not copied.
+TEST_F(ResidentCopierTest, IdleTimeAndPlannedFaultsComeFromItsSettings) {
+    ResidentCopier::Settings settings;
+    settings.idle_us = 500;
+    settings.fault_spec = "1:1,0:2";  // another rank's first post, this rank's second
+    settings.world_rank = 0;
+    copier_->configure(settings);
+    char src[16] = "0123456789abcde", a[16] = {}, b[16] = {}, c[16] = {};
+    const char untouched[16] = {};
+    std::uint64_t na, nb, nc;
+    ASSERT_TRUE(post_when_running(a, src, 16, &na));
+    EXPECT_EQ(kernel_->idle_asked_ns.load(), std::uint64_t{500} * 1000) << "not the configured idle time";
+    ASSERT_EQ(resolve(na), ResidentCopier::State::DONE) << "the first post was planted (rank 1's)";
+    EXPECT_EQ(std::memcmp(a, src, 16), 0);
+    ASSERT_TRUE(post_when_running(b, src, 16, &nb));
+    EXPECT_EQ(resolve(nb), ResidentCopier::State::DECLINED) << "the planted post was taken";
+    EXPECT_EQ(std::memcmp(b, untouched, 16), 0) << "the planted post was copied";
+    ASSERT_TRUE(post_when_running(c, src, 16, &nc)) << "no kernel after the planted decline";
+    EXPECT_EQ(resolve(nc), ResidentCopier::State::DONE);
+    EXPECT_EQ(std::memcmp(c, src, 16), 0);
 }
 
 TEST_F(ResidentCopierTest, FailedLaunchIsNotTriedAgain) {

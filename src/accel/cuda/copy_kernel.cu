@@ -1,28 +1,25 @@
-// Small device-to-device copies by kernel, for the latency of short messages.
+// Small copies by kernel, for the latency of short messages (docs/performance.md,
+// 'One-block copy kernel' and 'Resident copy kernel').
 //
-// A copy-engine copy of 8 bytes between GPUs and a wait for its event took 7.2 us on the
-// H200 machine whatever the copy kind or the way of waiting. Between device buffers a
-// one-block kernel that stores a sequence number into pinned host memory once its data is
-// visible, with the host spinning on that word, took 1.4-1.9 us less on one H200
-// (.device/kcopy.cu, session 8). So small device-to-device copies within one GPU run
-// here, IPC pulls from another process on that GPU included. Pulls from another GPU do
-// not: across two H200s on NVLink the kernel took 14.5 us one way against 11.5 for a
-// copy engine (session 10). Nor do copies to or from host memory (a copy engine issues
-// those faster than a kernel launches).
+// A copy-engine copy of a few bytes and a wait for its event cost the same whatever the
+// copy kind or the way of waiting. Between device buffers a one-block kernel that stores
+// a sequence number into pinned host memory once its data is visible, with the host
+// spinning on that word, ends sooner on one GPU. So small device-to-device copies within
+// one GPU run here, IPC pulls from another process on that GPU included. Pulls from
+// another GPU do not: across GPUs on NVLink the kernel lost to a copy engine. Nor do
+// copies to or from host memory (a copy engine issues those faster than a kernel
+// launches).
 //
 // A copy engine's small copy is bound by getting work onto the GPU and its end back to the
-// host, not by the bytes: so an IPC pull of at most MPIACC_CUDA_RESIDENT_MAX that goes
+// host, not by the bytes: so an IPC pull of at most MPIACC_CUDA_KERNEL_COPY_MAX that goes
 // alone, from another GPU or this one, goes to mpiacc_resident_copy below, one warp that
 // stays on the GPU while pulls come and reads them from a ring in pinned host memory
-// (resident_ring.h). On two H200s an 8 B pull from
-// the peer ended 4.9 us after the host posted it, against 7.9-8.6 by cudaMemcpyAsync and a
-// done word (maint/diag/proxy-copy.cu, session 36). It takes the small copies of staged
-// messages too, between the GPU's memory and pinned host memory that it reads and writes
-// at the host's addresses: on two H100s 8 B one way D->H fell from 7.1-9.4 us to 6.0,
-// H->D from 7.6-8.4 to 6.0-6.2 (session 37), where a launched kernel had lost to a copy
+// (resident_ring.h), and ends well before a copy engine's copy would. It takes the small
+// copies of staged messages too, between the GPU's memory and pinned host memory that it
+// reads and writes at the host's addresses, where a launched kernel had lost to a copy
 // engine.
 //
-// Built by nvcc into a fatbin that cuda_accel.cc embeds and loads with cudaLibraryLoadData
+// Built by nvcc into a fatbin that kernels.cc embeds and loads with cudaLibraryLoadData
 // on first use: nothing registers with the driver when the library loads, so a process
 // without a driver still loads libmpiacc.
 
@@ -85,12 +82,13 @@ static __device__ unsigned long long resident_clock_ns() {
 // (across NVLink, or to host memory over PCIe). Indices are 32-bit: the kernel takes a
 // command's length from 32 bits of its word.
 template <int U>
-static __device__ void resident_copy_vectors(int4 *d4, const int4 *s4, unsigned vectors, unsigned lane) {
+static __device__ void resident_copy_vectors(int4 *dst_vectors, const int4 *src_vectors, unsigned vectors,
+                                             unsigned lane) {
     for (unsigned i = lane; i < vectors; i += 32 * U) {
         // One base address and one count a step: vector k is at a constant offset.
         const unsigned left = vectors - i;
-        const int4 *s = s4 + i;
-        int4 *d = d4 + i;
+        const int4 *s = src_vectors + i;
+        int4 *d = dst_vectors + i;
         int4 v[U];
 #pragma unroll
         for (unsigned k = 0; k < U; ++k)
@@ -106,20 +104,19 @@ static __device__ void resident_copy_vectors(int4 *d4, const int4 *s4, unsigned 
 // aligned ends go in vectors, otherwise byte by byte, which the host allows only for
 // short copies. The vectors a lane keeps in flight grow with the copy: a round trip to the
 // source costs less than the unrolled, predicated code of a wider step does when most of
-// it is off. On two H100s (session 42: blocking ping-pongs one way, medians of 3
-// interleaved rounds) 32 at every size was slower than these widths by a median of 0.6 us
-// (up to 1.4) from 64 B to 16 KiB, and 16 at every size by 1.2-2.7 us at 32 KiB.
+// it is off (one width at every size was slower: docs/performance.md, 'Resident copy
+// kernel').
 static __device__ void resident_copy_bytes(unsigned char *dst, const unsigned char *src, unsigned len, unsigned lane) {
     if (((reinterpret_cast<unsigned long long>(dst) | reinterpret_cast<unsigned long long>(src)) & 15) == 0) {
         const unsigned vectors = len / 16;
-        int4 *d4 = reinterpret_cast<int4 *>(dst);
-        const int4 *s4 = reinterpret_cast<const int4 *>(src);
+        int4 *dst_vectors = reinterpret_cast<int4 *>(dst);
+        const int4 *src_vectors = reinterpret_cast<const int4 *>(src);
         if (vectors <= 32 * 4)
-            resident_copy_vectors<4>(d4, s4, vectors, lane);
+            resident_copy_vectors<4>(dst_vectors, src_vectors, vectors, lane);
         else if (vectors <= 32 * 16)
-            resident_copy_vectors<16>(d4, s4, vectors, lane);
+            resident_copy_vectors<16>(dst_vectors, src_vectors, vectors, lane);
         else
-            resident_copy_vectors<32>(d4, s4, vectors, lane);
+            resident_copy_vectors<32>(dst_vectors, src_vectors, vectors, lane);
         const unsigned at = vectors * 16 + lane;
         if (at < len) dst[at] = __ldcv(src + at);
         return;
@@ -131,8 +128,7 @@ static __device__ void resident_copy_bytes(unsigned char *dst, const unsigned ch
 // on, in order, until none has come for `idle_ns` or it has run `life_ns` (so that a
 // cudaDeviceSynchronize of the application's waits at most that long for it), or the
 // host sets `stop`. Lane i < 5 reads word i of the next slot and lane 5 the stop word,
-// all in one instruction: one round trip to host memory (1.3 us on the H200 machine)
-// per poll.
+// all in one instruction: one round trip to host memory per poll.
 extern "C" __global__ void __launch_bounds__(32)
     mpiacc_resident_copy(mpiacc_resident_ring *ring, unsigned long long next, unsigned long long idle_ns,
                          unsigned long long life_ns, unsigned long long gen) {

@@ -9,6 +9,7 @@
 // ones only where a dependency is exported for an IPC pull), and a NUMA-local pinned
 // staging pool (BRIEF P1, P5, P8). Process-wide: the memory-kind cache behind
 // owns_pointer, and the IPC caches (exported handles, opened mappings and events).
+// The files of src/accel/cuda hold one job each; accel_state.h is where they meet.
 #pragma once
 
 #include <memory>
@@ -20,13 +21,16 @@ namespace mpiacc {
 
 class CudaAccel final : public Accel {
 public:
-    CudaAccel();
+    explicit CudaAccel(const AccelSettings &settings);
     ~CudaAccel() override;
     CudaAccel(const CudaAccel &) = delete;
     CudaAccel &operator=(const CudaAccel &) = delete;
 
     BufKind kind() const override { return BufKind::CUDA; }
     const char *name() const override { return "cuda"; }
+    // Settings for what is decided from now on: copies' routes, fault specs, and the
+    // devices made after this call (slot and pool sizes).
+    void reconfigure(const AccelSettings &settings) override;
     // cudaGetDeviceCount succeeded with at least one device; probed once.
     bool available() override;
     // Validates the buffer and its stream/event/device attributes and captures the
@@ -36,7 +40,7 @@ public:
     int capture(void *addr, std::size_t bytes, const BufferAttrs &attrs, std::unique_ptr<DeviceBuffer> *out,
                 std::string *why) override;
     // The autodetection hot path: host memory seen before answers from a lock-free table
-    // in a few nanoseconds. The caller checks knobs().cuda_autodetect.
+    // in a few nanoseconds. The caller decides whether autodetection is on.
     bool owns_pointer(const void *addr, int *device_ordinal) override;
     KnownHostGranules known_host_memory() const override;
     int ipc_import(const IpcExport &peer, std::size_t bytes, int device, std::unique_ptr<DeviceBuffer> *out,
@@ -51,7 +55,7 @@ public:
     // Why available() is false ("" while it is true or not yet probed).
     std::string unavailable_reason() const;
 
-    struct State;
+    struct State;  // accel_state.h
 
 private:
     std::shared_ptr<State> state_;

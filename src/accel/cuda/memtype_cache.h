@@ -1,6 +1,7 @@
 // Which memory an address belongs to, remembered so that pointer autodetection costs
-// almost nothing for host buffers (DESIGN.md 5: at most 10% on a 0.48 us host message,
-// where one cudaPointerGetAttributes alone is 0.10-0.13 us). UCX's memtype cache
+// almost nothing for host buffers (DESIGN.md: with autodetection on, host messages stay
+// within 10% of plain MPICH's latency, a budget one driver query a message would nearly
+// use up: docs/performance.md, 'CUDA driver call costs'). UCX's memtype cache
 // (ucs/memory/memtype_cache.c) is the model: an interval map of known device
 // allocations, plus, unlike UCX (which hooks munmap), a bounded negative cache of host
 // granules that the hot path reads without a lock.

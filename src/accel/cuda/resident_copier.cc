@@ -4,11 +4,9 @@
 #include <cstring>
 
 #include "accel/cuda/cuda_quiet.h"
-#include "core/context.h"
 #include "util/counters.h"
 #include "util/error.h"
 #include "util/fault.h"
-#include "core/knobs.h"
 
 namespace mpiacc {
 
@@ -22,9 +20,9 @@ constexpr unsigned long long kLifeNs = 10ull * 1000 * 1000;
 constexpr std::chrono::microseconds kStreamPatience{200};
 // Copies on the ring at once. The kernel takes them one after another, each with a
 // round trip to host memory to read it, one across NVLink to copy it and a system-wide
-// fence: on two H200s windows of 32 pulls of 1-4 KiB ran at 0.28-0.89 GB/s through it,
-// against 0.37-1.5 for copy engines batching them. So it takes the latency of a lone pull
-// and copy engines the rest of a window.
+// fence, so windows of pulls ran slower through it than on copy engines batching them
+// (docs/performance.md, 'Resident copy kernel'): it takes the latency of a lone pull and
+// copy engines the rest of a window.
 constexpr std::size_t kMaxInFlight = 1;
 constexpr std::uint64_t kLow40 = (std::uint64_t{1} << MPIACC_RESIDENT_GEN_SHIFT) - 1;
 constexpr std::uint64_t kGenMask = (std::uint64_t{1} << (64 - MPIACC_RESIDENT_GEN_SHIFT)) - 1;
@@ -66,7 +64,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<ResidentCopier> ResidentCopier::create(int ordinal, cudaKernel_t kernel, std::string *why) {
+std::unique_ptr<ResidentCopier> ResidentCopier::create(int ordinal, cudaKernel_t kernel, const Settings &settings,
+                                                       std::string *why) {
     void *ring = nullptr, *dev = nullptr;
     cudaError_t e =
         quiet(cudaHostAlloc(&ring, sizeof(mpiacc_resident_ring), cudaHostAllocMapped | cudaHostAllocPortable));
@@ -88,11 +87,16 @@ std::unique_ptr<ResidentCopier> ResidentCopier::create(int ordinal, cudaKernel_t
         return nullptr;
     }
     return std::make_unique<ResidentCopier>(static_cast<mpiacc_resident_ring *>(ring),
-                                            std::make_unique<CudaDevice>(kernel, ring, dev, stream));
+                                            std::make_unique<CudaDevice>(kernel, ring, dev, stream), settings);
 }
 
-ResidentCopier::ResidentCopier(mpiacc_resident_ring *ring, std::unique_ptr<Device> device)
-    : ring_(ring), device_(std::move(device)) {}
+ResidentCopier::ResidentCopier(mpiacc_resident_ring *ring, std::unique_ptr<Device> device, Settings settings)
+    : settings_(std::move(settings)), ring_(ring), device_(std::move(device)) {}
+
+void ResidentCopier::configure(const Settings &settings) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    settings_ = settings;
+}
 
 ResidentCopier::~ResidentCopier() {
     // The kernel reads the stop word within one poll (~1 us); a faulted one is over.
@@ -111,9 +115,8 @@ bool ResidentCopier::post(void *dst, const void *src, std::size_t len, const std
     Record &r = records_[posted_ % MPIACC_RESIDENT_SLOTS];
     if (r.busy || in_flight_ >= kMaxInFlight) return false;
     ++in_flight_;
-    const Context &ctx = context();
-    const bool garble = !ctx.knobs.fault_resident.empty() &&
-                        fault_planned(ctx.knobs.fault_resident, ctx.world_rank, static_cast<long>(posted_ + 1));
+    const bool garble = !settings_.fault_spec.empty() &&
+                        fault_planned(settings_.fault_spec, settings_.world_rank, static_cast<long>(posted_ + 1));
     r.busy = true;
     r.declined = false;
     r.abandoned = false;
@@ -138,7 +141,7 @@ void ResidentCopier::launch_if_idle() {
     if (launched_) return;
     ++gen_;
     store(&ring_->stop.word[0], 0);
-    const std::uint64_t idle = static_cast<std::uint64_t>(std::max(0L, knobs().cuda_resident_idle_us)) * 1000;
+    const std::uint64_t idle = static_cast<std::uint64_t>(std::max(0L, settings_.idle_us)) * 1000;
     if (!device_->launch(posted_, idle, kLifeNs, gen_ & kGenMask)) {
         broken_ = true;
         MPIACC_COUNT("cuda.resident.launch_failed");

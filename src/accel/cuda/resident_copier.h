@@ -1,22 +1,21 @@
 // Small copies by a kernel that stays on the GPU (mpiacc_resident_copy in copy_kernel.cu),
 // fed through a ring in pinned host memory (resident_ring.h): IPC pulls into the GPU's
-// memory, and copies between its memory and pinned staging memory (cuda_accel.cc,
-// CudaBuffer::by_resident and by_resident_host).
+// memory, and copies between its memory and pinned staging memory (cuda_buffer.cc,
+// CudaBuffer::route_copy).
 //
-// A copy engine's copy of a few bytes ends 7-9 us after cudaMemcpyAsync is called, nearly
-// all of it getting the work onto the GPU and its end back; a running kernel that polls
-// the ring takes a posted copy in one host-memory round trip and says it is done in
-// another (4.9 us for 8 B pulled from the peer GPU on two H200s). The kernel leaves after
-// MPIACC_CUDA_RESIDENT_IDLE_US without a copy, so that it holds one warp of one SM only
-// while small copies come, and an application's cudaDeviceSynchronize or cudaFree waits
-// at most that long for it.
+// A copy engine's copy of a few bytes spends nearly all its time getting the work onto
+// the GPU and its end back; a running kernel that polls the ring takes a posted copy in
+// one host-memory round trip and says it is done in another (docs/performance.md,
+// 'Resident copy kernel'). The kernel leaves after an idle time without a copy, so that
+// it holds one warp of one SM only while small copies come, and an application's
+// cudaDeviceSynchronize or cudaFree waits at most that long for it.
 //
 // A copy goes to the ring only while the kernel is known to run (it said so after its
 // launch) and no other copy is on it: the kernel serves the latency of a lone pull, and
 // copy engines, which batch them, the rest of a window. Otherwise the caller copies
-// another way and asks for a launch, for the copies after it. The kernel alone decides when to leave and takes no copy
-// after that, so each posted copy ends one of two ways: done, or declined (the kernel left first), and then the caller
-// copies it another way.
+// another way and asks for a launch, for the copies after it. The kernel alone decides
+// when to leave and takes no copy after that, so each posted copy ends one of two ways:
+// done, or declined (the kernel left first), and then the caller copies it another way.
 #ifndef MPIACC_ACCEL_CUDA_RESIDENT_COPIER_H
 #define MPIACC_ACCEL_CUDA_RESIDENT_COPIER_H
 
@@ -34,8 +33,23 @@
 
 namespace mpiacc {
 
+// Microseconds the kernel waits for a copy before it leaves: longer than the gap between
+// the small copies of a burst, short enough that a synchronizing application hardly
+// notices it.
+constexpr long kResidentIdleMicroseconds = 25;
+
+struct ResidentCopierSettings {
+    long idle_us = kResidentIdleMicroseconds;
+    // MPIACC_FAULT_RESIDENT: the commands it names (counted per device) are posted so that
+    // the kernel cannot read them, and the kernel is asked to leave: they are declined.
+    std::string fault_spec;
+    int world_rank = 0;
+};
+
 class ResidentCopier {
 public:
+    using Settings = ResidentCopierSettings;
+
     // Where the kernel runs: the GPU (create()), or a test's stand-in that plays the
     // kernel's part of the protocol on the same ring.
     class Device {
@@ -52,9 +66,10 @@ public:
 
     // With the device current: the ring in pinned memory mapped into the device, and a
     // stream of the greatest priority. Null (and *why) when either cannot be had.
-    static std::unique_ptr<ResidentCopier> create(int ordinal, cudaKernel_t kernel, std::string *why);
+    static std::unique_ptr<ResidentCopier> create(int ordinal, cudaKernel_t kernel, const Settings &settings,
+                                                  std::string *why);
     // `ring` (zeroed, outliving the copier) as `device`'s kernel sees it.
-    ResidentCopier(mpiacc_resident_ring *ring, std::unique_ptr<Device> device);
+    ResidentCopier(mpiacc_resident_ring *ring, std::unique_ptr<Device> device, Settings settings = Settings());
     // With the device current: tells a running kernel to leave and waits for it.
     ~ResidentCopier();
     ResidentCopier(const ResidentCopier &) = delete;
@@ -62,13 +77,14 @@ public:
 
     // Posts a copy of `len` bytes if the kernel runs and has nothing else; `keep` (e.g. the
     // IPC mapping read from) is held until the copy is resolved, even if its caller goes.
-    // False: copy it another way, then call launch_if_idle(). The commands that
-    // MPIACC_FAULT_RESIDENT names (counted per device) are posted so that the kernel
-    // cannot read them, and the kernel is asked to leave: they are declined.
+    // False: copy it another way, then call launch_if_idle(). Settings::fault_spec names
+    // commands that are declined on purpose.
     bool post(void *dst, const void *src, std::size_t len, const std::vector<std::shared_ptr<void>> &keep,
               std::uint64_t *command);
     // With the device current: launches the kernel unless one is launched and has not left.
     void launch_if_idle();
+    // New settings, for the launches and posts after this call.
+    void configure(const Settings &settings);
 
     enum class State { PENDING, DONE, DECLINED };
     // DONE and DECLINED are said once; the slot is free after either.
@@ -100,12 +116,13 @@ private:
     void release(Record &r);
 
     std::mutex mutex_;
-    mpiacc_resident_ring *ring_;                // as the host addresses it
-    std::unique_ptr<Device> device_;            // owns the ring where create() made it
-    std::uint64_t posted_ = 0;                  // commands numbered so far
-    std::uint64_t gen_ = 0;                     // the latest launch's generation
-    bool launched_ = false;                     // gen_'s kernel may run: its exit not yet seen
-    bool broken_ = false;                       // a launch failed: no more
+    Settings settings_;               // under mutex_
+    mpiacc_resident_ring *ring_;      // as the host addresses it
+    std::unique_ptr<Device> device_;  // owns the ring where create() made it
+    std::uint64_t posted_ = 0;        // commands numbered so far
+    std::uint64_t gen_ = 0;           // the latest launch's generation
+    bool launched_ = false;           // gen_'s kernel may run: its exit not yet seen
+    bool broken_ = false;             // a launch failed: no more
     std::size_t abandoned_ = 0;
     std::size_t in_flight_ = 0;  // busy records
     Record records_[MPIACC_RESIDENT_SLOTS];
