@@ -109,15 +109,15 @@ public:
     // Blocks until the work is done if it waits on nothing but MPI-ACC's own queues (no
     // user stream or event, no peer's event), so that it ends within its own running
     // time; returns at once otherwise. For a blocking call with nothing else in flight:
-    // polled between progress rounds, an 8-byte copy was seen done 1-2 us after it ended
-    // (p2p-timeline, H200 machine). test() still reports the outcome.
+    // polled between progress rounds, a small copy was seen done late (docs/performance.md,
+    // "Waiting in the driver"). test() still reports the outcome.
     virtual void wait_bounded() {}
 };
 
 // How the caller of a copy learns that it ended. WAITED_AT_ONCE: a blocking call with
 // nothing else of MPI-ACC's in flight calls wait_bounded() right after issuing it, so
 // the copy need not be made cheap to poll; a kind may then skip what polling needs
-// (CUDA: the event recorded behind the copy, 0.5 us of a small copy's 8-10, when the
+// (CUDA: the event recorded behind the copy, a fair share of a small copy's time, when the
 // wait synchronizes the stream instead). test() still works. Kinds may ignore it.
 enum class CopyUse { POLLED, WAITED_AT_ONCE };
 
@@ -127,7 +127,7 @@ enum class CopyUse { POLLED, WAITED_AT_ONCE };
 // test() or wait_bounded() enqueues it (and those deferred with it) first, so a holder
 // never waits on a copy nobody enqueued. Progress rounds open one around the operations
 // they drive: a window of receives matches many envelopes in one round, and one call
-// per pull spent 2.4-2.7 us of CPU on each (two H100s, maint/diag/batch-pull.cu).
+// per pull cost several times the CPU (docs/performance.md, "Batched IPC pulls").
 class CopyBatch {
 public:
     CopyBatch();

@@ -3,11 +3,10 @@
 // writes it under its own lock; this view only reads, without one. The bindings keep a
 // copy in the Context so that a host send or receive with autodetection on answers "host"
 // without asking the accelerator: through Accel::owns_pointer the answer took a virtual
-// call, two more calls and a PointerInfo. On two H100s (session 43, host_overhead,
-// medians of 3 runs) autodetection cost +7.0% of MPICH's 0.5 us 8-byte latency that way,
-// +1.8% with this view read inline (then also in the entry points themselves, which cost
-// every call, autodetection on or off, three saved registers; it is now read one tail
-// call later, in buffer_is_plain_host).
+// call, two more calls and a PointerInfo, several times the cost of this inline read
+// (docs/performance.md, "Host fast path and idle receives"). It is read one tail call
+// after the entry points, in buffer_is_plain_host, so that calls with autodetection off
+// pay nothing for it.
 #pragma once
 
 #include <atomic>

@@ -35,7 +35,7 @@ namespace cuda {
 
 // The largest host payload written into device memory by stream memory operations. Each
 // write is fenced, so a few words beat a copy engine and more lose to it
-// (docs/performance.md, 'Small host payloads by stream memory writes').
+// (docs/performance.md, 'Small host payloads as memory writes').
 constexpr std::size_t kMemopMaxBytes = 16;
 
 // The largest copy mpiacc_copy_small moves in its one block (copy_kernel.cu: 256 threads,
