@@ -46,16 +46,16 @@ const AccelCaps &accel_caps(BufKind kind);
 // What the components read from the knobs. Core fills it (configure_accels) when the
 // library loads and again at MPI_Init; components never read the knobs themselves.
 struct AccelSettings {
-    int world_rank = 0;                    // this process, for the fault specs
-    long verbose = 0;                      // MPIACC_VERBOSE
-    std::size_t slot_size = 2u << 20;      // MPIACC_CHUNK_SIZE: one staging slot per chunk
-    std::size_t pool_bytes = 64u << 20;    // MPIACC_POOL_SIZE: pinned staging per device
-    bool ipc = true;                       // MPIACC_IPC
-    bool shared_staging = true;            // MPIACC_SHARED_STAGING
-    std::string opencl_platform;           // MPIACC_OPENCL_PLATFORM
-    long opencl_cache_entries = 4;         // MPIACC_OPENCL_CACHE_SIZE
+    int world_rank = 0;                                   // this process, for the fault specs
+    long verbose = 0;                                     // MPIACC_VERBOSE
+    std::size_t slot_size = 2u << 20;                     // MPIACC_CHUNK_SIZE: one staging slot per chunk
+    std::size_t pool_bytes = 64u << 20;                   // MPIACC_POOL_SIZE: pinned staging per device
+    bool ipc = true;                                      // MPIACC_IPC
+    bool shared_staging = true;                           // MPIACC_SHARED_STAGING
+    std::string opencl_platform;                          // MPIACC_OPENCL_PLATFORM
+    long opencl_cache_entries = 4;                        // MPIACC_OPENCL_CACHE_SIZE
     std::string fault_pull, fault_memop, fault_resident;  // MPIACC_FAULT_* (test_knobs.def)
-    std::size_t cuda_kernel_copy_max = 32u << 10;          // MPIACC_CUDA_KERNEL_COPY_MAX
+    std::size_t cuda_kernel_copy_max = 32u << 10;         // MPIACC_CUDA_KERNEL_COPY_MAX
     long cuda_resident_idle_us = 0;  // MPIACC_TEST_RESIDENT_IDLE_US (test_knobs.def); 0: the built-in
 };
 

@@ -603,14 +603,16 @@ int MPI_Cancel(MPI_Request *req) {
 
 int MPI_Start(MPI_Request *req) {
     Context &ctx = context();
-    if (!ctx.initialized || (ctx.user_ops.empty() && protocol_state().unposted_count.load(std::memory_order_relaxed) == 0))
+    if (!ctx.initialized ||
+        (ctx.user_ops.empty() && protocol_state().unposted_count.load(std::memory_order_relaxed) == 0))
         return PMPI_Start(req);
     return start_one(req);
 }
 
 int MPI_Startall(int count, MPI_Request reqs[]) {
     Context &ctx = context();
-    if (!ctx.initialized || (ctx.user_ops.empty() && protocol_state().unposted_count.load(std::memory_order_relaxed) == 0))
+    if (!ctx.initialized ||
+        (ctx.user_ops.empty() && protocol_state().unposted_count.load(std::memory_order_relaxed) == 0))
         return PMPI_Startall(count, reqs);
     for (int i = 0; i < count; ++i) {
         int rc = start_one(&reqs[i]);

@@ -273,8 +273,8 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
                                   mb.bytes != kEnvelopeBytes && mb.bytes <= eager_max;
         const std::size_t after_decline_max =
             blocking ? ctx.knobs.device_eager_max : eager_after_decline_max(ctx.knobs);
-        stages_after_decline =
-            ipc_candidate && may_go_eager && mb.bytes <= after_decline_max && world_dest >= 0 && protocol_state().eager_sends_left;
+        stages_after_decline = ipc_candidate && may_go_eager && mb.bytes <= after_decline_max && world_dest >= 0 &&
+                               protocol_state().eager_sends_left;
         // A run a blocking receive's refusal started holds for blocking sends only: the
         // peer's nonblocking receives pull small sends faster than they stage at the call.
         if (stages_after_decline &&
@@ -372,8 +372,8 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
 // The commonest nonblocking receive (builtin type, host memory, no stashed envelope that
 // could match first): a record, no RecvOp, no look at anything else.
 inline bool plain_host_irecv(const Context &ctx, const void *buf, int count, MPI_Datatype type, int source) {
-    return ctx.initialized && source != MPI_PROC_NULL && is_builtin_type(type) && count >= 0 && protocol_state().stash.empty() &&
-           buffer_is_plain_host(ctx, buf);
+    return ctx.initialized && source != MPI_PROC_NULL && is_builtin_type(type) && count >= 0 &&
+           protocol_state().stash.empty() && buffer_is_plain_host(ctx, buf);
 }
 
 int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, const char *call,
@@ -554,8 +554,8 @@ inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_
 // below.
 
 // At least an envelope's length: in place; an envelope shows up as exactly its length.
-[[gnu::noinline]] int plain_recv_in_place(void *buf, int count, MPI_Datatype type, int source, int tag,
-                                          MPI_Comm comm, MPI_Status *status) {
+[[gnu::noinline]] int plain_recv_in_place(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                                          MPI_Status *status) {
     MPI_Status st;
     st.MPI_ERROR = MPI_SUCCESS;
     InPlaceHead head;
@@ -586,8 +586,7 @@ inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_
 }
 
 // A plain receive of any size: which of the two above.
-inline int plain_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-                      MPI_Status *status) {
+inline int plain_recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status) {
     if (static_cast<std::size_t>(count) * builtin_type_size(type) >= kEnvelopeBytes)
         return plain_recv_in_place(buf, count, type, source, tag, comm, status);
     return plain_recv_short(buf, count, type, source, tag, comm, status);

@@ -118,5 +118,4 @@ std::string Knobs::value_text(const char *name) const {
     return "";
 }
 
-
 }  // namespace mpiacc

@@ -29,8 +29,7 @@ inline int post_recv(void *buf, int count, MPI_Datatype type, int source, int ta
     return PMPI_Irecv(buf, count, type, source, tag, comm, request);
 }
 // A blocking receive, for a blocking call with nothing else in flight.
-inline int recv_now(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-                    MPI_Status *status) {
+inline int recv_now(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status) {
     return PMPI_Recv(buf, count, type, source, tag, comm, status);
 }
 // Completes and frees `request` once done (*flag), as MPI_Test does.

@@ -67,8 +67,7 @@ PeerHints &peer_hints() {
 // in flight or MPICH refused it (the caller then asks again at its next occasion).
 bool send_hint(PeerHints &h, int world_peer, ControlType type, std::uint64_t bytes, std::uint16_t status) {
     int slot = 0;
-    while (slot < PeerHints::kInFlight && !netmod().test(&h.requests[slot]))
-        ++slot;
+    while (slot < PeerHints::kInFlight && !netmod().test(&h.requests[slot])) ++slot;
     if (slot == PeerHints::kInFlight) return false;
     ControlMessage &m = h.messages[slot];
     std::memset(&m, 0, sizeof m);

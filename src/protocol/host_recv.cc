@@ -231,7 +231,8 @@ int post_host_recv(void *buf, int count, MPI_Datatype type, std::size_t bytes, i
     // Others land in a bounce buffer first: smaller ones because an envelope must fit,
     // non-contiguous ones because MPICH refuses a 200-byte envelope into a typemap whose
     // elements it does not fill ("message truncated" in 4.0.2).
-    const bool in_place = contiguous && bytes >= kEnvelopeBytes && !protocol_state().in_place_ranges.overlaps(lo, lo + bytes);
+    const bool in_place =
+        contiguous && bytes >= kEnvelopeBytes && !protocol_state().in_place_ranges.overlaps(lo, lo + bytes);
     int rc;
     if (in_place) {
         rec->lands = HostRecv::Landing::USER;

@@ -20,8 +20,7 @@ namespace mpiacc {
 Accel *RecvOp::pull_source(const Envelope &env) const {
     const Context &ctx = context();
     const auto sender_kind = static_cast<BufKind>(env.buf_kind);
-    if (!(env.flags & kEnvelopeHasIpc) || env.node_id != ctx.node_id || !ctx.knobs.ipc ||
-        !accel_caps(sender_kind).ipc)
+    if (!(env.flags & kEnvelopeHasIpc) || env.node_id != ctx.node_id || !ctx.knobs.ipc || !accel_caps(sender_kind).ipc)
         return nullptr;
     Accel *accel = accel_for(sender_kind);
     if (!accel || !accel->available()) return nullptr;
@@ -50,8 +49,7 @@ bool RecvOp::pull_can_serve(const Envelope & /*env*/) const { return pull_source
 // mapped here (nothing was pulled).
 bool RecvOp::start_pull(const Envelope &env) {
     constexpr std::size_t kPullIntoHostMin = 2u << 20;
-    pull_through_slots_ =
-        dest_.kind == BufKind::HOST && !(dest_.contiguous_host() && bytes_ >= kPullIntoHostMin);
+    pull_through_slots_ = dest_.kind == BufKind::HOST && !(dest_.contiguous_host() && bytes_ >= kPullIntoHostMin);
     MPIACC_COUNT("protocol.recv.ipc");
     std::string why;
     MPIACC_PROBE("recv.import");
@@ -86,9 +84,8 @@ void RecvOp::issue_pulls() {
     if (bytes_ == 0) return;
     std::unique_ptr<Completion> done;
     std::string why;
-    int rc = dest_.kind == BufKind::HOST
-                 ? ipc_source_->copy_to_host(0, dest_.contiguous_host(), bytes_, &done, &why)
-                 : ipc_source_->copy_to_device(0, *dest_.device, 0, bytes_, &done, &why);
+    int rc = dest_.kind == BufKind::HOST ? ipc_source_->copy_to_host(0, dest_.contiguous_host(), bytes_, &done, &why)
+                                         : ipc_source_->copy_to_device(0, *dest_.device, 0, bytes_, &done, &why);
     if (rc != MPI_SUCCESS) {
         ipc_error_ = rc;
         ipc_why_ = why;

@@ -183,8 +183,7 @@ void SendOp::progress() {
     }
     netmod().test(&abort_request_);
     if (state_ == State::DONE && !chunks_.empty()) retire_stopped_chunks(&chunks_);  // failed
-    if (state_ == State::DONE && envelope_request_ == MPI_REQUEST_NULL && !abort_request_.pending() &&
-        chunks_.empty())
+    if (state_ == State::DONE && envelope_request_ == MPI_REQUEST_NULL && !abort_request_.pending() && chunks_.empty())
         complete = true;
 }
 
@@ -215,7 +214,7 @@ void SendOp::start_data() {
         const int run = std::max(kEagerRun, protocol_state().eager_run[peer_].load(std::memory_order_relaxed));
         protocol_state().eager_sends_left[peer_].store(run, std::memory_order_relaxed);
         protocol_state().eager_blocking_only[peer_].store(reply_.status == kCtsDeclinedForBlockingReceive,
-                                             std::memory_order_relaxed);
+                                                          std::memory_order_relaxed);
         protocol_state().eager_run[peer_].store(std::min(2 * run, kEagerRunMax), std::memory_order_relaxed);
     }
     if (type != ControlType::CTS || reply_.bytes > source_.bytes) {
@@ -388,8 +387,7 @@ void *SendOp::acquire_slot(PinnedPool *pool) {
 // user's buffer (host_chunk_staged says which chunks are copied). Never waited for, since
 // the chunk can always go as it is.
 void *SendOp::host_chunk_slot(const ChunkState &c) {
-    if (!stage_host_chunks_ || !host_chunk_staged(c.index, c.len, protocol_state().senders.size()))
-        return nullptr;
+    if (!stage_host_chunks_ || !host_chunk_staged(c.index, c.len, protocol_state().senders.size())) return nullptr;
     PinnedPool *pool = host_chunk_pool();
     return c.len <= pool->slot_size() ? pool->acquire() : nullptr;
 }
@@ -584,7 +582,8 @@ void wait_for_payloads_through(std::uint64_t last) {
     MPIACC_COUNT("protocol.send.waited_for_earlier_payloads");
     progress_until([&] {
         StateLock lock;
-        return protocol_state().unposted_payloads.empty() || protocol_state().unposted_payloads.front()->sequence() > last;
+        return protocol_state().unposted_payloads.empty() ||
+               protocol_state().unposted_payloads.front()->sequence() > last;
     });
 }
 

@@ -241,8 +241,8 @@ private:
     bool have_reply_ = false;
     // The FIN word the envelope offers (protocol/fin_words.h), until the reply: -1 for none.
     int fin_word_ = -1;
-    NetHandle data_request_;     // DIRECT
-    std::vector<char> prefix_;                     // DIRECT, truncated non-contiguous
+    NetHandle data_request_;    // DIRECT
+    std::vector<char> prefix_;  // DIRECT, truncated non-contiguous
     std::vector<ChunkState> chunks_;
     std::size_t next_chunk_ = 0, next_to_send_ = 0, chunks_done_ = 0, nchunks_ = 0;
     std::size_t chunk_size_ = 0, depth_ = 0, send_bytes_ = 0;
@@ -380,9 +380,9 @@ private:
     bool registered_ = false;
     PipelineShare admitted_;        // counted in Context::pipeline_admission (admit_pipeline)
     bool waiting_counted_ = false;  // counted there as a receive of several chunks waiting
-    bool queued_ = false;    // waited for admission at least once
-    bool draining_ = false;  // see drain()
-    int shared_pid_ = 0;     // SHARED: the sender's process, whose segments the notices name
+    bool queued_ = false;           // waited for admission at least once
+    bool draining_ = false;         // see drain()
+    int shared_pid_ = 0;            // SHARED: the sender's process, whose segments the notices name
     // Receives of chunks the sender never posted (it failed, ABORT): cancelled, retired.
     std::vector<ChunkState> unsent_;
 };

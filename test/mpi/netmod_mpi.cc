@@ -62,9 +62,9 @@ int main(int argc, char **argv) {
         NetHandle h;
         if (mt_rank == 0) {
             fill(chunk, 11);
-            MT_CHECK(netmod().place(chunk.data(), chunk.size(), peer, kTag + 1, mpiacc::RemoteSlot{}, &h) ==
-                         MPI_SUCCESS,
-                     "place");
+            MT_CHECK(
+                netmod().place(chunk.data(), chunk.size(), peer, kTag + 1, mpiacc::RemoteSlot{}, &h) == MPI_SUCCESS,
+                "place");
         } else {
             MT_CHECK(netmod().expect_placement(slot.data(), chunk.size(), peer, kTag + 1, &h) == MPI_SUCCESS,
                      "expect_placement");
@@ -94,8 +94,7 @@ int main(int argc, char **argv) {
         MT_CHECK(finish(&h), "rank %d: the typed transfer did not complete", mt_rank);
         if (mt_rank == 1) {
             bool right = true;
-            for (int i = 0; i < 64 * 8; ++i)
-                right = right && buf[static_cast<std::size_t>(i)] == (i % 8 < 4 ? i : -1);
+            for (int i = 0; i < 64 * 8; ++i) right = right && buf[static_cast<std::size_t>(i)] == (i % 8 < 4 ? i : -1);
             MT_CHECK(right, "the strided receive holds other values");
         }
         MPI_Type_free(&strided);

@@ -15,7 +15,9 @@ constexpr int kControlTag = 0;
 
 // A handle holds MPICH's request. MPICH's handles are never 0, and MPI_REQUEST_NULL is
 // kept as the empty handle's 0.
-MPI_Request request_of(const NetHandle &h) { return h.pending() ? static_cast<MPI_Request>(h.value) : MPI_REQUEST_NULL; }
+MPI_Request request_of(const NetHandle &h) {
+    return h.pending() ? static_cast<MPI_Request>(h.value) : MPI_REQUEST_NULL;
+}
 void hold(NetHandle *h, MPI_Request r) {
     h->value = r == MPI_REQUEST_NULL ? 0 : static_cast<std::uint64_t>(static_cast<std::uint32_t>(r));
 }
