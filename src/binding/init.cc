@@ -1,5 +1,5 @@
 // MPI_Init*/MPI_Finalize: MPICH first, then MPI-ACC's context (keyvals, the private
-// communicator, the control channel).
+// communicators, the netmod) and its protocol; MPI_Finalize undoes them in turn.
 #include "binding/binding.h"
 #include "protocol/state.h"
 

@@ -14,9 +14,10 @@ int grequest_query(void *extra, MPI_Status *status) {
     return MPI_SUCCESS;
 }
 int grequest_free(void *) { return MPI_SUCCESS; }
+int grequest_cancel(void *, int) { return MPI_SUCCESS; }
+
 // Written at MPI_Init/MPI_Finalize while no other thread is in the library.
 ProgressHook progress_hook = nullptr;
-int grequest_cancel(void *, int) { return MPI_SUCCESS; }
 
 void note_completion(Op *op) {
     if (op->complete && op->counted_pending) {

@@ -27,16 +27,13 @@ bool RecvOp::shared_can_serve(const Envelope &env) const {
 }
 
 void RecvOp::start_shared(const Envelope &env) {
-    if (dest_.kind == BufKind::HOST && !dest_.contiguous_host()) packed_.resize(bytes_);
     // Chunks are copied out of the sender's slots: no slot of ours is needed.
     MPIACC_COUNT("protocol.recv.shared");
     shared_pid_ = env.shared.pid;
-    state_ = State::AWAIT_SLOT;
-    pipeline_step();
+    start_chunks();
 }
 
 void RecvOp::start_pipeline() {
-    if (dest_.kind == BufKind::HOST && !dest_.contiguous_host()) packed_.resize(bytes_);
     MPIACC_COUNT("protocol.recv.pipeline");
     if (dest_.kind != BufKind::HOST) {
         // Chunks land in this pool's slots; the count decides admission (admit_pipeline).
@@ -46,6 +43,13 @@ void RecvOp::start_pipeline() {
             nchunks_ = (bytes_ + chunk_size_ - 1) / chunk_size_;
         }
     }
+    start_chunks();
+}
+
+// Both chunked modes: a non-contiguous host buffer gets its chunks packed, then unpacked
+// once (finish_data); the first step waits for admission and posts the CTS.
+void RecvOp::start_chunks() {
+    if (dest_.kind == BufKind::HOST && !dest_.contiguous_host()) packed_.resize(bytes_);
     state_ = State::AWAIT_SLOT;
     pipeline_step();
 }

@@ -325,6 +325,7 @@ private:
     void start_direct(const Envelope &env);
     void start_shared(const Envelope &env);
     void start_pipeline();
+    void start_chunks();
     void start_shared_copy(ChunkState &c);
     bool acknowledge_chunk(ChunkState &c);
     bool admit_pipeline();
