@@ -18,27 +18,36 @@ typedef struct {
     int ok;
 } ocl_env;
 
-static inline ocl_env ocl_setup(void) {
-    ocl_env e;
-    memset(&e, 0, sizeof e);
-    if (!MPIX_Query_opencl_support()) return e;
+/* The first platform with a device whose name contains MPIACC_OPENCL_PLATFORM (any, when
+ * unset), asked of the OpenCL loader alone; null when there is none. *ndevices gets its
+ * device count (at most 16). */
+static inline cl_platform_id ocl_matching_platform(cl_uint *ndevices) {
     cl_uint np = 0;
     cl_platform_id ps[16];
-    if (clGetPlatformIDs(16, ps, &np) != CL_SUCCESS || np == 0) return e;
+    if (clGetPlatformIDs(16, ps, &np) != CL_SUCCESS || np == 0) return NULL;
     const char *want = getenv("MPIACC_OPENCL_PLATFORM");
-    for (cl_uint i = 0; i < np && !e.platform; ++i) {
+    for (cl_uint i = 0; i < np; ++i) {
         char name[256] = {0};
         clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name - 1, name, NULL);
         cl_uint nd = 0;
         if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS || nd == 0) continue;
         if (want && *want && !strstr(name, want)) continue;
-        e.platform = ps[i];
-        cl_device_id ds[16];
-        if (nd > 16) nd = 16;
-        clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, nd, ds, NULL);
-        e.device = ds[mt_rank % nd];
+        *ndevices = nd > 16 ? 16 : nd;
+        return ps[i];
     }
+    return NULL;
+}
+
+static inline ocl_env ocl_setup(void) {
+    ocl_env e;
+    memset(&e, 0, sizeof e);
+    if (!MPIX_Query_opencl_support()) return e;
+    cl_uint nd = 0;
+    e.platform = ocl_matching_platform(&nd);
     if (!e.platform) return e;
+    cl_device_id ds[16];
+    clGetDeviceIDs(e.platform, CL_DEVICE_TYPE_ALL, nd, ds, NULL);
+    e.device = ds[mt_rank % nd];
     cl_int err;
     e.context = clCreateContext(NULL, 1, &e.device, NULL, NULL, &err);
     if (err != CL_SUCCESS) return e;

@@ -11,8 +11,7 @@
 #include <mpiacc.h>
 #include <mpiacc_compat.h>
 #ifdef MPIACC_HAVE_OPENCL
-#define CL_TARGET_OPENCL_VERSION 300
-#include <CL/cl.h>
+#include "opencl_util.h"
 #endif
 #ifdef MPIACC_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -34,26 +33,15 @@ static int cuda_device_usable(void) {
 #endif
 }
 
-/* Whether an OpenCL device is usable, asked of the OpenCL loader itself: a device of any
- * type on a platform whose name contains MPIACC_OPENCL_PLATFORM (any platform when it is
- * unset), as the library's query promises. Never in a build without OpenCL. */
+/* Whether an OpenCL device is usable, asked of the OpenCL loader itself: a device on a
+ * platform MPIACC_OPENCL_PLATFORM admits, as the library's query promises. */
 static int opencl_device_usable(void) {
 #ifdef MPIACC_HAVE_OPENCL
-    cl_uint count = 0;
-    if (clGetPlatformIDs(0, NULL, &count) != CL_SUCCESS || count == 0) return 0;
-    cl_platform_id platforms[16];
-    if (count > 16) count = 16;
-    if (clGetPlatformIDs(count, platforms, NULL) != CL_SUCCESS) return 0;
-    const char *want = getenv("MPIACC_OPENCL_PLATFORM");
-    for (cl_uint i = 0; i < count; ++i) {
-        char name[256] = {0};
-        clGetPlatformInfo(platforms[i], CL_PLATFORM_NAME, sizeof name - 1, name, NULL);
-        if (want && *want && !strstr(name, want)) continue;
-        cl_uint devices = 0;
-        if (clGetDeviceIDs(platforms[i], CL_DEVICE_TYPE_ALL, 0, NULL, &devices) == CL_SUCCESS && devices > 0) return 1;
-    }
-#endif
+    cl_uint nd = 0;
+    return ocl_matching_platform(&nd) != NULL;
+#else
     return 0;
+#endif
 }
 
 static MPI_Datatype tagged_dup(MPI_Datatype base, long kind) {
