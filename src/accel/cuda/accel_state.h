@@ -47,6 +47,8 @@ struct CudaAccel::State : std::enable_shared_from_this<CudaAccel::State> {
                 std::string *why);
     int capture_dependency(cuda::DeviceState &device, unsigned pair, const BufferAttrs &attrs,
                            std::shared_ptr<cuda::EventRef> *dep, std::string *why);
+    int capture_default_streams(cuda::DeviceState &device, unsigned pair, cuda::EventPool &pool,
+                                std::shared_ptr<cuda::EventRef> *dep, std::string *why);
     int ipc_import(const IpcExport &peer, std::size_t bytes, int device, std::unique_ptr<DeviceBuffer> *out,
                    std::string *why);
     // SHARED mode: a peer's staging segment mapped here (pool/shared_memory.h), registered

@@ -131,13 +131,13 @@ int CudaAccel::State::capture(void *addr, std::size_t bytes, const BufferAttrs &
 // an interprocess event, which the envelope carries as it is (exportable_dependency).
 int CudaAccel::State::capture_dependency(cuda::DeviceState &device, unsigned pair, const BufferAttrs &attrs,
                                          std::shared_ptr<cuda::EventRef> *dep, std::string *why) {
-    if (!attrs.stream && !attrs.event) return MPI_SUCCESS;
     DeviceGuard guard(device.ordinal, driver.get());
     if (guard.error() != cudaSuccess) {
         *why = format("cudaSetDevice(%d): %s", device.ordinal, cuda_text(guard.error()).c_str());
         return MPI_ERR_OTHER;
     }
     cuda::EventPool &pool = attrs.ipc_offer ? *device.ipc_events : *device.events;
+    if (!attrs.stream && !attrs.event) return capture_default_streams(device, pair, pool, dep, why);
     std::shared_ptr<cuda::EventRef> marker;
     if (attrs.stream) {
         marker = (attrs.event ? *device.events : pool).acquire(why);
@@ -162,6 +162,52 @@ int CudaAccel::State::capture_dependency(cuda::DeviceState &device, unsigned pai
     if (e == cudaSuccess) e = quiet(cudaEventRecord(joined->get(), s));
     if (e != cudaSuccess) {
         *why = format("ordering after MPIX_ACC_EVENT %p: %s", attrs.event, cuda_text(e).c_str());
+        return MPI_ERR_OTHER;
+    }
+    *dep = std::move(joined);
+    return MPI_SUCCESS;
+}
+
+// A buffer named without a stream or event is ordered after the work the calling thread
+// put on the default streams (legacy, and per-thread for code built for it): CUDA-aware
+// codes write a buffer with cudaMemcpy or cudaMemset and call MPI at once, while our
+// streams are non-blocking and pageable cudaMemcpy may return before its bytes land. An
+// idle default stream, the usual case, costs one query and leaves no dependency
+// (docs/performance.md, "Ordering after the default stream").
+int CudaAccel::State::capture_default_streams(cuda::DeviceState &device, unsigned pair, cuda::EventPool &pool,
+                                              std::shared_ptr<cuda::EventRef> *dep, std::string *why) {
+    std::shared_ptr<cuda::EventRef> markers[2];
+    int busy = 0;
+    for (cudaStream_t s : {cudaStreamLegacy, cudaStreamPerThread}) {
+        cudaError_t e = quiet(cudaStreamQuery(s));
+        if (e == cudaSuccess) continue;
+        if (e != cudaErrorNotReady) {
+            *why = format("cudaStreamQuery on the %s default stream: %s",
+                          s == cudaStreamLegacy ? "legacy" : "per-thread", cuda_text(e).c_str());
+            return MPI_ERR_OTHER;
+        }
+        auto marker = pool.acquire(why);
+        if (!marker) return MPI_ERR_OTHER;
+        e = quiet(cudaEventRecord(marker->get(), s));
+        if (e != cudaSuccess) {
+            *why = "cudaEventRecord on the default stream: " + cuda_text(e);
+            return MPI_ERR_OTHER;
+        }
+        markers[busy++] = std::move(marker);
+    }
+    if (busy < 2) {
+        *dep = std::move(markers[0]);  // null when both were idle
+        return MPI_SUCCESS;
+    }
+    // Both busy (a program that uses both): one event that fires after the two.
+    cudaStream_t s = device.streams[std::size_t{pair} * 2];
+    auto joined = pool.acquire(why);
+    if (!joined) return MPI_ERR_OTHER;
+    cudaError_t e = quiet(cudaStreamWaitEvent(s, markers[0]->get(), 0));
+    if (e == cudaSuccess) e = quiet(cudaStreamWaitEvent(s, markers[1]->get(), 0));
+    if (e == cudaSuccess) e = quiet(cudaEventRecord(joined->get(), s));
+    if (e != cudaSuccess) {
+        *why = "ordering after the default streams: " + cuda_text(e);
         return MPI_ERR_OTHER;
     }
     *dep = std::move(joined);
