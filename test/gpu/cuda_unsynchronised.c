@@ -63,12 +63,16 @@ static void check_received(const void *got, size_t n, enum writer how, int k, co
         check_filled(got, n, fill_byte(k), what, n);
 }
 
+/* Buffers ordered after work still queued on a default stream. */
+static long long ordered_count(void) { return mpiacc_counter_value("cuda.capture.default_stream"); }
+
 /* Rank 0 writes its device buffer without synchronising and sends; rank 1 clears its
  * device buffer (or host buffer) the same way and receives into it at once. */
 static void device_pair(enum writer how, int nonblocking, int host_receiver, const char *what) {
     const int tag = 9100 + (int)how * 10 + nonblocking * 3 + host_receiver;
     unsigned char *d = gpu_malloc(16 * MiB);
     unsigned char *h = malloc(16 * MiB);
+    const long long ordered_before = ordered_count();
     for (size_t i = 0; i < NSIZES; ++i) {
         const size_t n = sizes[i];
         const int k = (int)i + 1;
@@ -107,6 +111,13 @@ static void device_pair(enum writer how, int nonblocking, int host_receiver, con
         }
     }
     free(h);
+    /* Each write behind a held stream was still queued at the call (a pageable cudaMemcpy
+     * waits for the stream before it copies, so its own bytes may have landed). */
+    if (mt_rank == 0 ? how != BY_PAGEABLE_MEMCPY : !host_receiver) {
+        const long long ordered = ordered_count() - ordered_before;
+        MT_CHECK(ordered >= (long long)NSIZES, "%s: %lld of %zu buffers ordered after a busy default stream", what,
+                 ordered, NSIZES);
+    }
     CK(cudaDeviceSynchronize());
     CK(cudaFree(d));
 }
