@@ -308,7 +308,10 @@ int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAtt
     out->bytes = out->layout.bytes;
     out->count = count;
     out->kind = attrs.kind;
-    if (attrs.kind == BufKind::HOST) {
+    // MPI allows any buffer when there is nothing to move (a NULL cl_mem or pointer at
+    // count 0): no device bytes to capture, so the message is an empty host one.
+    if (attrs.kind == BufKind::HOST || out->bytes == 0) {
+        out->kind = BufKind::HOST;
         out->type = TypeRef(type);
         out->host = buf;
         return MPI_SUCCESS;
