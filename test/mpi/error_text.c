@@ -52,10 +52,11 @@ int main(int argc, char **argv) {
         "vector_type_on_a_cl_mem_reads_derived_datatypes_not_supported_yet",
         "null_cl_mem_with_count_0_sends_and_receives_nothing",
         "null_cl_mem_with_count_0_in_nonblocking_calls",
+        "host_pointer_tagged_opencl_names_the_call_and_buf",
     };
     ocl_env e = ocl_setup();
     if (!ocl_all_ok(&e)) {
-        for (int i = 0; i < 3; ++i) mt_skip(opencl_cases[i], "no usable OpenCL platform");
+        for (int i = 0; i < 4; ++i) mt_skip(opencl_cases[i], "no usable OpenCL platform");
     } else {
         MT_CASE(opencl_cases[0]) {
             cl_mem m = ocl_alloc(&e, 4096);
@@ -105,6 +106,19 @@ int main(int argc, char **argv) {
             mt_fill(out, sizeof out, 40 + mt_rank);
             MPI_Sendrecv(out, 64, MPI_BYTE, peer, 4, in, 64, MPI_BYTE, peer, 4, W, MPI_STATUS_IGNORE);
             P2P_CHECK_BYTES(in, 64, 40 + peer, "message after the empty ones");
+            MPI_Type_free(&t);
+        }
+        MT_CASE(opencl_cases[3]) {
+            char host[64];
+            MPI_Datatype t = ocl_type(&e);
+            int rc = MPI_Send(host, 64, t, peer, 5, W);
+            char s[MPI_MAX_ERROR_STRING + 1] = "";
+            int len = 0;
+            MT_CHECK(rc != MPI_SUCCESS && p2p_class(rc) == MPI_ERR_BUFFER, "class %d, expected MPI_ERR_BUFFER",
+                     rc == MPI_SUCCESS ? 0 : p2p_class(rc));
+            if (rc != MPI_SUCCESS) MPI_Error_string(rc, s, &len);
+            MT_CHECK(strncmp(s, "MPI_Send(buf): ", 15) == 0 && strstr(s, "is not a cl_mem") && p2p_plain_words(s),
+                     "the error string is \"%s\"", s);
             MPI_Type_free(&t);
         }
     }
