@@ -114,27 +114,46 @@ bool error_text(int code, std::string *text) {
     return false;
 }
 
+namespace {
+
+// Aborts, printing MPI-ACC's text for `code`, when `handler` is MPI_ERRORS_ARE_FATAL (the
+// job) or MPI_ERRORS_ABORT (abort_comm's processes; null: not handled here). Frees the
+// handler handle either way.
+void abort_if_fatal(MPI_Errhandler handler, MPI_Comm abort_comm, int code) {
+    std::string text;
+    const bool ours = error_text(code, &text);
+    const bool fatal = handler == MPI_ERRORS_ARE_FATAL;
+    const bool abort_here = abort_comm != MPI_COMM_NULL && handler == MPI_ERRORS_ABORT;
+    if (handler != MPI_ERRHANDLER_NULL) PMPI_Errhandler_free(&handler);
+    if (!ours || !(fatal || abort_here)) return;
+    int rank = -1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::fprintf(stderr, "Fatal error on rank %d: %s\n", rank, text.c_str());
+    std::fflush(stderr);
+    PMPI_Abort(fatal ? MPI_COMM_WORLD : abort_comm, code);
+}
+
+}  // namespace
+
 void call_errhandler(MPI_Comm comm, int code) {
     if (comm == MPI_COMM_NULL) comm = MPI_COMM_WORLD;
-    std::string text;
     MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
-    if (error_text(code, &text) && PMPI_Comm_get_errhandler(comm, &handler) == MPI_SUCCESS) {
-        const bool fatal = handler == MPI_ERRORS_ARE_FATAL;
-#ifdef MPI_ERRORS_ABORT
-        const bool abort_comm = handler == MPI_ERRORS_ABORT;
-#else
-        const bool abort_comm = false;
-#endif
-        if (handler != MPI_ERRHANDLER_NULL) PMPI_Errhandler_free(&handler);
-        if (fatal || abort_comm) {
-            int rank = -1;
-            PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-            std::fprintf(stderr, "Fatal error on rank %d: %s\n", rank, text.c_str());
-            std::fflush(stderr);
-            PMPI_Abort(fatal ? MPI_COMM_WORLD : comm, code);
-        }
-    }
+    if (PMPI_Comm_get_errhandler(comm, &handler) == MPI_SUCCESS) abort_if_fatal(handler, comm, code);
     PMPI_Comm_call_errhandler(comm, code);
+}
+
+// MPI_ERRORS_ABORT on a window or a file aborts its group, which has no communicator
+// here: MPICH's handler does that one.
+void call_win_errhandler(MPI_Win win, int code) {
+    MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+    if (PMPI_Win_get_errhandler(win, &handler) == MPI_SUCCESS) abort_if_fatal(handler, MPI_COMM_NULL, code);
+    PMPI_Win_call_errhandler(win, code);
+}
+
+void call_file_errhandler(MPI_File fh, int code) {
+    MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+    if (PMPI_File_get_errhandler(fh, &handler) == MPI_SUCCESS) abort_if_fatal(handler, MPI_COMM_NULL, code);
+    PMPI_File_call_errhandler(fh, code);
 }
 
 int raise_error(MPI_Comm comm, int error_class, const char *call, const std::string &message) {

@@ -21,6 +21,9 @@ int make_error_code(int error_class, const char *call, const std::string &messag
 // MPI_ERRORS_ABORT) a code of ours aborts here, printing the user's call and MPI-ACC's
 // text; MPICH's handler would name MPI_Comm_call_errhandler and its own class text.
 void call_errhandler(MPI_Comm comm, int code);
+// The same for a window's and a file's error handler.
+void call_win_errhandler(MPI_Win win, int code);
+void call_file_errhandler(MPI_File fh, int code);
 
 // MPI-ACC's text for a code that make_error_code made, if it is still remembered (the
 // most recent codes are); false for any other code.
