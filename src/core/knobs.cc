@@ -124,6 +124,13 @@ std::string range_words(const char *range) {
     return text;
 }
 
+// " (range 2..64)" for a user knob that has one, to follow "is not a valid INT".
+static std::string range_of(const char *env) {
+    for (const KnobInfo &k : Knobs::registry())
+        if (k.range && std::strcmp(k.name, env) == 0) return " (range " + range_words(k.range) + ")";
+    return "";
+}
+
 // The one place in the library that reads the environment for knobs. A value that does
 // not parse, or lies outside the knob's range, is reported and the default used: a
 // chunk size of 0 or a negative depth would break every transfer later, far from its cause.
@@ -137,16 +144,16 @@ Knobs Knobs::from_environment(std::vector<std::string> *errors) {
     // The knob just read, for the MPIACC_KNOB_RANGE line that follows it in knobs.def.
     const char *env_name = nullptr, *def_text = nullptr;
     KnobType knob_type = KnobType::STRING;
-#define MPIACC_KNOB(field, env, type, def, doc)            \
-    env_name = #env;                                       \
-    def_text = def;                                        \
-    knob_type = KnobType::type;                            \
-    parse_into(knob_type, def, &k.field);                  \
-    if (const char *v = std::getenv(#env)) {               \
-        if (!parse_into(knob_type, v, &k.field)) {         \
-            parse_into(knob_type, def, &k.field);          \
-            report(#env, v, "is not a valid " #type, def); \
-        }                                                  \
+#define MPIACC_KNOB(field, env, type, def, doc)                                          \
+    env_name = #env;                                                                     \
+    def_text = def;                                                                      \
+    knob_type = KnobType::type;                                                          \
+    parse_into(knob_type, def, &k.field);                                                \
+    if (const char *v = std::getenv(#env)) {                                             \
+        if (!parse_into(knob_type, v, &k.field)) {                                       \
+            parse_into(knob_type, def, &k.field);                                        \
+            report(#env, v, std::string("is not a valid " #type) + range_of(#env), def); \
+        }                                                                                \
     }
 #define MPIACC_KNOB_RANGE(field, range)                                                                    \
     if (!knob_in_range(k.field, range)) {                                                                  \

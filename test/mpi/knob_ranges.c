@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
             "MPI-ACC warning: MPIACC_CHUNK_SIZE=0 is outside its range 4K..64M; using the default 2M\n",
             "MPI-ACC warning: MPIACC_PIPELINE_DEPTH=-5 is outside its range 2..64; using the default 4\n",
             "MPI-ACC warning: MPIACC_POOL_SIZE=1 is outside its range 1M..64G; using the default 64M\n",
-            "MPI-ACC warning: MPIACC_PIPELINE_TRANSFERS=lots is not a valid INT; using the default 3\n",
+            "MPI-ACC warning: MPIACC_PIPELINE_TRANSFERS=lots is not a valid INT (range 0..1024); using the default 3\n",
         };
         for (int i = 0; i < 4; ++i) {
             int n = lines_with(init_stderr, want[i]);
