@@ -28,7 +28,7 @@
  *
  *   mpiexec -n 2 bench/pt2pt_opencl [--iters N] [--bw-iters N] [--min-iters N] [--window W]
  *       [--bw-bytes BYTES] [--min-time SEC] [--min-size BYTES] [--max-size BYTES]
- *       [--sizes LIST|pow2] [--configs LIST] [--dirs LIST] [--label SUFFIX] [--csv FILE]
+ *       [--sizes LIST|pow2] [--configs LIST] [--dirs LIST] [--label SUFFIX] [--csv FILE|DIR/]
  *       [--rounds N] [--watchdog SEC]
  * CSV columns: config,direction,size,lat_us,bw_GBs (GB/s = 1e9 bytes per second).
  */
@@ -92,7 +92,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: mpiexec -n 2 pt2pt_opencl [--iters N] [--bw-iters N] [--min-iters N] [--window W]\n"
             "         [--bw-bytes BYTES] [--min-time SEC] [--min-size BYTES] [--max-size BYTES]\n"
-            "         [--sizes LIST|pow2] [--configs LIST] [--dirs LIST] [--label SUFFIX] [--csv FILE]\n"
+            "         [--sizes LIST|pow2] [--configs LIST] [--dirs LIST] [--label SUFFIX] [--csv FILE|DIR/]\n"
             "         [--rounds N]  (repeat the sweep; rows are medians over the rounds; default 1)\n"
             "         [--watchdog SEC]  (abort with a message when one phase takes longer; 0 = off)\n"
             "  sizes take K, M, G suffixes (powers of 1024); LIST is comma separated\n"

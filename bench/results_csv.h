@@ -1,5 +1,7 @@
-/* Where a benchmark writes its CSV: the --csv path, or bench/results/NAME-<date>.csv
- * relative to the working directory (created when missing). Shared by every benchmark. */
+/* Where a benchmark writes its CSV: --csv FILE, or NAME-<date>.csv in the folder --csv
+ * names (an existing directory, or a path ending in '/', created when missing), or in the
+ * current directory. Never a fixed path: bench/results/ in the source tree holds the
+ * reference runs, and a run's own output is not one of them. Shared by every benchmark. */
 #ifndef BENCH_RESULTS_CSV_H_INCLUDED
 #define BENCH_RESULTS_CSV_H_INCLUDED
 
@@ -11,15 +13,22 @@
 #include <unistd.h>
 
 static FILE *open_results_csv(const char *explicit_path, const char *name, char *path, size_t len) {
-    if (explicit_path) {
+    struct stat st;
+    const size_t n = explicit_path ? strlen(explicit_path) : 0;
+    const int folder = explicit_path && ((n > 0 && explicit_path[n - 1] == '/') ||
+                                         (stat(explicit_path, &st) == 0 && S_ISDIR(st.st_mode)));
+    if (explicit_path && !folder) {
         snprintf(path, len, "%s", explicit_path);
     } else {
         char stamp[32];
         time_t now = time(NULL);
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
-        mkdir("bench", 0777);
-        mkdir("bench/results", 0777);
-        snprintf(path, len, "bench/results/%s-%s.csv", name, stamp);
+        if (folder) {
+            mkdir(explicit_path, 0777);
+            snprintf(path, len, "%s%s%s-%s.csv", explicit_path, explicit_path[n - 1] == '/' ? "" : "/", name, stamp);
+        } else {
+            snprintf(path, len, "%s-%s.csv", name, stamp);
+        }
     }
     return fopen(path, "w");
 }

@@ -7,7 +7,7 @@
 //   and another rank may have chosen differently. MPICH offers no hook into its own
 //   progress loop (checked: generalized-request poll functions are not called from a
 //   blocking MPI_Barrier in 4.0.2).
-// - Host data only. Device buffers in collectives are ROADMAP 2. Until then a buffer that
+// - Host data only. Device buffers in collectives are future work. Until then a buffer that
 //   is tagged with a device MPIX_ACC_BUF_TYPE, or found to be CUDA memory, gets
 //   MPI_ERR_UNSUPPORTED_OPERATION before MPICH sees it: MPICH would read a cl_mem handle
 //   or a device pointer as host memory. Only the arguments significant at this rank are
@@ -21,12 +21,18 @@ int mpiacc::require_host_buffer(const void *buf, MPI_Datatype type, const char *
     BufferAttrs attrs;
     int rc = classify_buffer(buf, type, &attrs, why);
     if (rc != MPI_SUCCESS) {
-        *why = format("%s: %s", arg, why->c_str());
+        // The buffer checks name the argument "buf"; here it has the caller's name.
+        std::string detail = why->rfind("buf: ", 0) == 0 ? why->substr(5) : *why;
+        const std::size_t own = detail.find("buf is ");
+        if (own != std::string::npos) detail.replace(own, 3, arg);
+        *why = format("%s: %s", arg, detail.c_str());
         return rc;
     }
     if (attrs.kind == BufKind::HOST) return MPI_SUCCESS;
-    *why = format("%s is a %s buffer: %s; move the data through host memory, or use point-to-point", arg,
-                  buf_kind_name(attrs.kind), refusal);
+    *why = format(
+        "%s: not supported on device buffers: %s is %s memory, and %s; move the data through host memory, or "
+        "use point-to-point",
+        arg, arg, buf_kind_word(attrs.kind), refusal);
     return MPI_ERR_UNSUPPORTED_OPERATION;
 }
 
@@ -37,8 +43,7 @@ namespace {
 int require_host(const void *buf, MPI_Datatype type, MPI_Comm comm, const char *call, const char *arg) {
     if (buf == MPI_IN_PLACE) return MPI_SUCCESS;
     std::string why;
-    int rc = require_host_buffer(buf, type, arg, "collectives on device buffers are not supported yet (ROADMAP 2)",
-                                 &why);
+    int rc = require_host_buffer(buf, type, arg, "collectives on device buffers are not supported yet", &why);
     return rc == MPI_SUCCESS ? rc : raise_error(comm, rc, call, why);
 }
 
@@ -160,12 +165,12 @@ int check_local(const void *inbuf, const void *inoutbuf, MPI_Datatype type, MPI_
     const bool check = !only_host_buffers(ctx);    \
     (void)call
 // Returns from the calling wrapper with the error of a buffer check.
-#define MPIACC_CHECK(expr)                         \
-    do {                                           \
-        if (check) {                               \
-            int rc_ = (expr);                      \
-            if (rc_ != MPI_SUCCESS) return rc_;    \
-        }                                          \
+#define MPIACC_CHECK(expr)                      \
+    do {                                        \
+        if (check) {                            \
+            int rc_ = (expr);                   \
+            if (rc_ != MPI_SUCCESS) return rc_; \
+        }                                       \
     } while (0)
 
 extern "C" {

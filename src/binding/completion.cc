@@ -131,7 +131,7 @@ Check complete_record(MPI_Request *req, MPI_Status *status, int *rc, bool block,
         *req = MPI_REQUEST_NULL;
     }
     if (op) err = finish_envelope_op(std::move(op), status);
-    if (err != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, err);
+    if (err != MPI_SUCCESS) call_errhandler(comm, err);
     *rc = err;
     return Check::DONE;
 }
@@ -163,7 +163,7 @@ Check check_one(MPI_Request *req, MPI_Status *st, bool retire, int *rc) {
         if (retire) {
             MPI_Comm comm = op->comm;
             *rc = retire_user_op(req, st);
-            if (*rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, *rc);
+            if (*rc != MPI_SUCCESS) call_errhandler(comm, *rc);
         }
         return Check::DONE;
     }
@@ -336,7 +336,7 @@ int sweep(int count, MPI_Request reqs[], Scratch &s, MPI_Status st[], int limit,
             if (s.errs[e.first] != MPI_SUCCESS) s.raise.emplace_back(e.second->comm, s.errs[e.first]);
     }
     s.envelopes.clear();
-    for (const auto &r : s.raise) PMPI_Comm_call_errhandler(r.first, r.second);
+    for (const auto &r : s.raise) call_errhandler(r.first, r.second);
     if (per_request_pass) {
         for (int k = 0; k < s.nbatch && newly < limit; ++k) {
             int i = s.batch[k], rc;
@@ -365,7 +365,7 @@ int start_one(MPI_Request *req) {
             rc = op->start();
             mark_pending(op);
         }
-        if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(op->comm, rc);
+        if (rc != MPI_SUCCESS) call_errhandler(op->comm, rc);
         return rc;
     }
     return PMPI_Start(req);
@@ -400,7 +400,7 @@ int MPI_Wait(MPI_Request *req, MPI_Status *status) {
     progress_until([&] { return op->complete; });
     MPI_Comm comm = op->comm;
     int rc = retire_user_op(req, status);
-    if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, rc);
+    if (rc != MPI_SUCCESS) call_errhandler(comm, rc);
     return rc;
 }
 

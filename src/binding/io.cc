@@ -37,7 +37,7 @@ int io_require_host(const char *call, MPI_File fh, const void *buf, MPI_Datatype
     int rc = require_host_buffer(buf, type, "buf", kRefusal, &why);
     if (rc == MPI_SUCCESS) return rc;
     int code = make_error_code(rc, call, why);
-    PMPI_File_call_errhandler(fh, code);
+    call_file_errhandler(fh, code);
     return code;
 }
 
@@ -46,7 +46,7 @@ int io_meet(const char *call, MPI_File fh) {
     int rc = files.meet(fh);
     if (rc == MPI_SUCCESS) return rc;
     int code = make_error_code(rc, call, "meeting the file's processes before the collective call failed");
-    PMPI_File_call_errhandler(fh, code);
+    call_file_errhandler(fh, code);
     return code;
 }
 

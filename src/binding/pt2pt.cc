@@ -91,7 +91,7 @@ int finish_blocking_op(std::unique_ptr<Op> owned, MPI_Status *status) {
         *status = op->status;
         status->MPI_ERROR = rc != MPI_SUCCESS ? rc : keep;
     }
-    if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(op->comm, rc);
+    if (rc != MPI_SUCCESS) call_errhandler(op->comm, rc);
     retire_later(std::move(owned));
     return rc;
 }
@@ -125,7 +125,7 @@ int deliver_from_bounce(const char *bounce, MPI_Status st, void *buf, int count,
                             format("message of %zu bytes is longer than the receive buffer (%lld bytes)", len, n));
         set_status(&st, st.MPI_SOURCE, st.MPI_TAG, take, code, false);
         if (status != MPI_STATUS_IGNORE) *status = st;
-        PMPI_Comm_call_errhandler(comm, code);
+        call_errhandler(comm, code);
         return code;
     }
     if (status != MPI_STATUS_IGNORE) *status = st;
@@ -356,7 +356,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
         rc = SendOp::post(std::move(mb), dest, tag, comm, mode, call, &op, stages_after_decline, request == nullptr);
     }
     if (rc != MPI_SUCCESS) {
-        PMPI_Comm_call_errhandler(comm, rc);
+        call_errhandler(comm, rc);
         return rc;
     }
     if (mode == SendMode::BUFFERED) {
@@ -479,7 +479,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     }
     MPIACC_PROBE("recv.posted");
     if (rc != MPI_SUCCESS) {
-        PMPI_Comm_call_errhandler(comm, rc);
+        call_errhandler(comm, rc);
         return rc;
     }
     if (!request) return finish_blocking_op(std::move(op), status);

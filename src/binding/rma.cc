@@ -37,7 +37,7 @@ int require_host(const void *buf, MPI_Datatype type, MPI_Win win, const char *ca
     int rc = require_host_buffer(buf, type, arg, kRefusal, &why);
     if (rc == MPI_SUCCESS) return rc;
     int code = make_error_code(rc, call, why);
-    PMPI_Win_call_errhandler(win, code);
+    call_win_errhandler(win, code);
     return code;
 }
 

@@ -18,6 +18,14 @@ bool get_attr(MPI_Datatype type, int keyval, void **value) {
 
 }  // namespace
 
+const char *buf_kind_word(BufKind kind) {
+    switch (kind) {
+        case BufKind::CUDA: return "CUDA";
+        case BufKind::OPENCL: return "OpenCL";
+        default: return "host";
+    }
+}
+
 Accel *accel_for_buf_type(int mpix_acc_buf_value) {
     switch (mpix_acc_buf_value) {
         case MPIX_ACC_BUF_HOST: return accel_for(BufKind::HOST);
@@ -35,7 +43,7 @@ int read_buffer_attrs(MPI_Datatype type, BufferAttrs *attrs, std::string *why) {
         auto kind = reinterpret_cast<std::intptr_t>(v);
         if (kind != MPIX_ACC_BUF_HOST && kind != MPIX_ACC_BUF_CUDA && kind != MPIX_ACC_BUF_OPENCL) {
             *why = format(
-                "datatype attribute MPIX_ACC_BUF_TYPE has value %ld, which is not "
+                "datatype: attribute MPIX_ACC_BUF_TYPE has value %ld, which is not "
                 "MPIX_ACC_BUF_HOST (1), MPIX_ACC_BUF_CUDA (2) or MPIX_ACC_BUF_OPENCL (3)",
                 static_cast<long>(kind));
             return MPI_ERR_ARG;
@@ -53,7 +61,7 @@ int read_buffer_attrs(MPI_Datatype type, BufferAttrs *attrs, std::string *why) {
     if (has_offset) {
         auto off = reinterpret_cast<std::intptr_t>(offset);
         if (off < 0) {
-            *why = format("datatype attribute MPIX_ACC_OFFSET is negative (%ld)", static_cast<long>(off));
+            *why = format("datatype: attribute MPIX_ACC_OFFSET is negative (%ld)", static_cast<long>(off));
             return MPI_ERR_ARG;
         }
         attrs->offset = static_cast<std::size_t>(off);
@@ -66,7 +74,7 @@ int read_buffer_attrs(MPI_Datatype type, BufferAttrs *attrs, std::string *why) {
                                         : nullptr;
         if (bad) {
             *why = format(
-                "datatype attribute %s is only meaningful for MPIX_ACC_BUF_OPENCL buffers, "
+                "datatype: attribute %s is only meaningful for MPIX_ACC_BUF_OPENCL buffers, "
                 "but the buffer type is %s%s",
                 bad, kind_name, attrs->kind_given ? "" : " (no MPIX_ACC_BUF_TYPE attribute)");
             return MPI_ERR_ARG;
@@ -74,14 +82,15 @@ int read_buffer_attrs(MPI_Datatype type, BufferAttrs *attrs, std::string *why) {
     }
     if (attrs->kind == BufKind::OPENCL && has_stream) {
         *why =
-            "datatype attribute MPIX_ACC_STREAM is a CUDA stream, but the buffer type is "
+            "datatype: attribute MPIX_ACC_STREAM is a CUDA stream, but the buffer type is "
             "MPIX_ACC_BUF_OPENCL (use MPIX_ACC_COMMAND_QUEUE)";
         return MPI_ERR_ARG;
     }
     if (attrs->kind == BufKind::HOST && attrs->kind_given && (has_stream || has_event || attrs->device_given)) {
-        *why = format("datatype attribute %s is given for a MPIX_ACC_BUF_HOST buffer", has_stream  ? "MPIX_ACC_STREAM"
-                                                                                       : has_event ? "MPIX_ACC_EVENT"
-                                                                                                   : "MPIX_ACC_DEVICE");
+        *why =
+            format("datatype: attribute %s is given for a MPIX_ACC_BUF_HOST buffer", has_stream  ? "MPIX_ACC_STREAM"
+                                                                                     : has_event ? "MPIX_ACC_EVENT"
+                                                                                                 : "MPIX_ACC_DEVICE");
         return MPI_ERR_ARG;
     }
     if (attrs->kind == BufKind::HOST && !attrs->kind_given && (has_stream || has_event || attrs->device_given)) {
@@ -128,26 +137,32 @@ int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std:
             if (!attrs->device_given) attrs->device = reinterpret_cast<void *>(static_cast<std::intptr_t>(ordinal));
         } else if (attrs->kind == BufKind::CUDA) {
             *why =
-                "MPIX_ACC_STREAM/MPIX_ACC_EVENT/MPIX_ACC_DEVICE given without MPIX_ACC_BUF_TYPE, "
+                "buf: MPIX_ACC_STREAM/MPIX_ACC_EVENT/MPIX_ACC_DEVICE given without MPIX_ACC_BUF_TYPE, "
                 "and the buffer is not CUDA device memory";
             return MPI_ERR_BUFFER;
         }
     } else if (!attrs->kind_given && attrs->kind == BufKind::CUDA && !ctx.autodetect_active) {
         *why =
-            "MPIX_ACC_STREAM/MPIX_ACC_EVENT/MPIX_ACC_DEVICE given without MPIX_ACC_BUF_TYPE, and "
+            "datatype: MPIX_ACC_STREAM/MPIX_ACC_EVENT/MPIX_ACC_DEVICE given without MPIX_ACC_BUF_TYPE, and "
             "CUDA pointer detection is off (MPIACC_CUDA_AUTODETECT=0 or no CUDA device)";
         return MPI_ERR_ARG;
     }
     if (attrs->kind != BufKind::HOST) {
         Accel *accel = accel_for(attrs->kind);
+        const char *kind = buf_kind_word(attrs->kind);
+        const char *given = attrs->kind_given ? " (MPIX_ACC_BUF_TYPE)" : "";
         if (!accel_built(attrs->kind)) {
-            *why = format("buffer type %s: this MPI-ACC was built without %s support", buf_kind_name(attrs->kind),
-                          buf_kind_name(attrs->kind));
+            *why = format(
+                "buf: not supported on device buffers: buf is %s memory%s, and this MPI-ACC was built "
+                "without %s support",
+                kind, given, kind);
             return MPI_ERR_UNSUPPORTED_OPERATION;
         }
         if (!accel || !accel->available()) {
-            *why = format("buffer type %s: no usable %s device was found at run time", buf_kind_name(attrs->kind),
-                          buf_kind_name(attrs->kind));
+            *why = format(
+                "buf: not supported on device buffers: buf is %s memory%s, and no usable %s device was "
+                "found at run time",
+                kind, given, kind);
             return MPI_ERR_UNSUPPORTED_OPERATION;
         }
     }

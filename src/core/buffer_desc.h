@@ -15,6 +15,9 @@ namespace mpiacc {
 // an MPI error class, with *why naming the attribute and the problem.
 int read_buffer_attrs(MPI_Datatype type, BufferAttrs *attrs, std::string *why);
 
+// The kind's name as users say it in prose, for error messages: "host", "CUDA", "OpenCL".
+const char *buf_kind_word(BufKind kind);
+
 // The component a public MPIX_ACC_BUF_* value names (null for another value, or a kind
 // not built in): the support queries ask it.
 Accel *accel_for_buf_type(int mpix_acc_buf_value);

@@ -68,11 +68,15 @@ bool parse_into(KnobType type, const std::string &text, void *field) {
 }  // namespace
 
 const std::vector<KnobInfo> &Knobs::registry() {
-    static const std::vector<KnobInfo> knobs = {
-#define MPIACC_KNOB(field, env, type, def, doc) {#env, KnobType::type, def, doc},
+    static const std::vector<KnobInfo> knobs = [] {
+        std::vector<KnobInfo> list;
+#define MPIACC_KNOB(field, env, type, def, doc) list.push_back({#env, KnobType::type, def, doc});
+#define MPIACC_KNOB_RANGE(field, text) list.back().range = text;
 #include "core/knobs.def"
 #undef MPIACC_KNOB
-    };
+#undef MPIACC_KNOB_RANGE
+        return list;
+    }();
     return knobs;
 }
 
@@ -85,23 +89,91 @@ const std::vector<KnobInfo> &Knobs::test_registry() {
     return knobs;
 }
 
-// The one place in the library that reads the environment for knobs.
+namespace {
+
+// A numeric knob's accepted values, from its MPIACC_KNOB_RANGE text ("MIN..MAX" or
+// "0|MIN..MAX"), read with the knob's own parser so that sizes keep their suffixes.
+template <typename T>
+bool parse_range(const char *range, bool (*parse)(const std::string &, T *), bool *zero_ok, T *min, T *max) {
+    std::string text(range);
+    *zero_ok = text.rfind("0|", 0) == 0;
+    if (*zero_ok) text = text.substr(2);
+    const std::size_t dots = text.find("..");
+    return dots != std::string::npos && parse(text.substr(0, dots), min) && parse(text.substr(dots + 2), max);
+}
+
+bool parse_int_value(const std::string &text, long *out) { return parse_int(text, out); }
+bool parse_size_value(const std::string &text, std::size_t *out) { return parse_size(text, out); }
+
+template <typename T>
+bool in_range(T value, const char *range, bool (*parse)(const std::string &, T *)) {
+    bool zero_ok = false;
+    T min{}, max{};
+    if (!parse_range(range, parse, &zero_ok, &min, &max)) return false;
+    return (zero_ok && value == 0) || (value >= min && value <= max);
+}
+
+bool knob_in_range(std::size_t value, const char *range) { return in_range(value, range, parse_size_value); }
+bool knob_in_range(long value, const char *range) { return in_range(value, range, parse_int_value); }
+
+}  // namespace
+
+std::string range_words(const char *range) {
+    std::string text(range ? range : "");
+    if (text.rfind("0|", 0) == 0) text = "0 or " + text.substr(2);
+    return text;
+}
+
+// " (range 2..64)" for a user knob that has one, to follow "is not a valid INT".
+static std::string range_of(const char *env) {
+    for (const KnobInfo &k : Knobs::registry())
+        if (k.range && std::strcmp(k.name, env) == 0) return " (range " + range_words(k.range) + ")";
+    return "";
+}
+
+// The one place in the library that reads the environment for knobs. A value that does
+// not parse, or lies outside the knob's range, is reported and the default used: a
+// chunk size of 0 or a negative depth would break every transfer later, far from its cause.
 Knobs Knobs::from_environment(std::vector<std::string> *errors) {
     Knobs k;
-#define MPIACC_KNOB(field, env, type, def, doc)                                                                   \
-    {                                                                                                             \
-        parse_into(KnobType::type, def, &k.field);                                                                \
-        if (const char *v = std::getenv(#env)) {                                                                  \
-            if (!parse_into(KnobType::type, v, &k.field)) {                                                       \
-                parse_into(KnobType::type, def, &k.field);                                                        \
-                if (errors)                                                                                       \
-                    errors->push_back(std::string(#env) + "=\"" + v + "\" is not a valid " #type "; using " def); \
-            }                                                                                                     \
-        }                                                                                                         \
+    auto report = [errors](const char *env, const char *value, const std::string &why, const char *def) {
+        if (errors)
+            errors->push_back(std::string(env) + "=" + value + " " + why + "; using the default " +
+                              (*def ? def : "\"\""));
+    };
+    // The knob just read, for the MPIACC_KNOB_RANGE line that follows it in knobs.def.
+    const char *env_name = nullptr, *def_text = nullptr;
+    KnobType knob_type = KnobType::STRING;
+#define MPIACC_KNOB(field, env, type, def, doc)                                          \
+    env_name = #env;                                                                     \
+    def_text = def;                                                                      \
+    knob_type = KnobType::type;                                                          \
+    parse_into(knob_type, def, &k.field);                                                \
+    if (const char *v = std::getenv(#env)) {                                             \
+        if (!parse_into(knob_type, v, &k.field)) {                                       \
+            parse_into(knob_type, def, &k.field);                                        \
+            report(#env, v, std::string("is not a valid " #type) + range_of(#env), def); \
+        }                                                                                \
+    }
+#define MPIACC_KNOB_RANGE(field, range)                                                                    \
+    if (!knob_in_range(k.field, range)) {                                                                  \
+        const char *v = std::getenv(env_name);                                                             \
+        report(env_name, v ? v : "", std::string("is outside its range ") + range_words(range), def_text); \
+        parse_into(knob_type, def_text, &k.field);                                                         \
     }
 #include "core/knobs.def"
 #include "core/test_knobs.def"
 #undef MPIACC_KNOB
+#undef MPIACC_KNOB_RANGE
+    // A staging pool holds whole chunks: one smaller than a chunk has no slot at all.
+    if (k.pool_size < k.chunk_size) {
+        const char *v = std::getenv("MPIACC_POOL_SIZE");
+        const char *def = "";
+        for (const KnobInfo &info : registry())
+            if (std::strcmp(info.name, "MPIACC_POOL_SIZE") == 0) def = info.default_value;
+        report("MPIACC_POOL_SIZE", v ? v : "", "is smaller than one chunk (MPIACC_CHUNK_SIZE)", def);
+        parse_size(def, &k.pool_size);
+    }
     return k;
 }
 

@@ -13,6 +13,7 @@ struct KnobInfo {
     KnobType type;
     const char *default_value;
     const char *doc;
+    const char *range = nullptr;  // MPIACC_KNOB_RANGE: "MIN..MAX" or "0|MIN..MAX"; null for none
 };
 
 // Effective values, parsed once from the environment by Knobs::from_environment.
@@ -40,6 +41,8 @@ struct Knobs {
 bool parse_bool(const std::string &text, bool *out);
 bool parse_size(const std::string &text, std::size_t *out);
 bool parse_int(const std::string &text, long *out);
+// A knob's range as a reader sees it: "4K..64M", "0 or 4K..1G".
+std::string range_words(const char *range);
 
 }  // namespace mpiacc
 

@@ -119,8 +119,8 @@ void print_config() {
     }
 }
 
-// Malformed values are listed after the knobs: the library reports them the same way
-// at MPI_Init and uses the defaults.
+// Values that do not parse or lie outside their knob's range are listed after the knobs:
+// the library reports them the same way at MPI_Init and uses the defaults.
 void print_knobs() {
     std::vector<std::string> errors;
     const mpiacc::Knobs knobs = mpiacc::Knobs::from_environment(&errors);
@@ -128,10 +128,11 @@ void print_knobs() {
     for (const auto &k : mpiacc::Knobs::registry()) {
         std::string value = knobs.value_text(k.name);
         std::printf("  %s=%s\n", k.name, value.empty() ? "\"\"" : value.c_str());
-        std::printf("      %s, default \"%s\": %s\n", type_name(k.type), k.default_value, k.doc);
+        std::string range = k.range ? " " + mpiacc::range_words(k.range) : "";
+        std::printf("      %s%s, default \"%s\": %s\n", type_name(k.type), range.c_str(), k.default_value, k.doc);
     }
     if (!errors.empty()) {
-        std::printf("Malformed knob values (defaults used):\n");
+        std::printf("Knob values not used (malformed or out of range; the defaults are in effect):\n");
         for (const auto &e : errors) std::printf("  %s\n", e.c_str());
     }
 }

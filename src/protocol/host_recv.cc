@@ -251,7 +251,7 @@ int post_host_recv(void *buf, int count, MPI_Datatype type, std::size_t bytes, i
     }
     if (rc != MPI_SUCCESS) {
         protocol_state().host_recvs.release(rec);
-        PMPI_Comm_call_errhandler(comm, rc);
+        call_errhandler(comm, rc);
         return rc;
     }
     if (in_place) rec->range = protocol_state().in_place_ranges.add(lo, lo + bytes);

@@ -308,7 +308,10 @@ int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAtt
     out->bytes = out->layout.bytes;
     out->count = count;
     out->kind = attrs.kind;
-    if (attrs.kind == BufKind::HOST) {
+    // MPI allows any buffer when there is nothing to move (a NULL cl_mem or pointer at
+    // count 0): no device bytes to capture, so the message is an empty host one.
+    if (attrs.kind == BufKind::HOST || out->bytes == 0) {
+        out->kind = BufKind::HOST;
         out->type = TypeRef(type);
         out->host = buf;
         return MPI_SUCCESS;
@@ -319,9 +322,9 @@ int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAtt
     // slower than autodetected ones (docs/performance.md, "Tagged datatypes").
     if (!out->layout.contiguous) {
         *why = format(
-            "non-contiguous datatypes on %s buffers are not supported yet "
-            "(GPU pack/unpack kernels: ROADMAP 1)",
-            buf_kind_name(attrs.kind));
+            "buf: not supported on device buffers: the datatype does not describe one contiguous run of bytes, "
+            "and derived datatypes on %s buffers are not supported yet; pack the data on the device first",
+            buf_kind_word(attrs.kind));
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }
     Accel *accel = accel_for(attrs.kind);

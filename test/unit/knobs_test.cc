@@ -196,11 +196,68 @@ TEST_F(KnobEnvironment, malformed_value_is_reported_and_default_used) {
     ASSERT_EQ(errors.size(), 2u);
     const std::string all = errors[0] + "\n" + errors[1];
     EXPECT_NE(all.find("MPIACC_PIPELINE_DEPTH"), std::string::npos) << all;
-    EXPECT_NE(all.find("four"), std::string::npos) << all;
+    EXPECT_NE(all.find("MPIACC_PIPELINE_DEPTH=four is not a valid INT (range 2..64); using the default 4"),
+              std::string::npos)
+        << all;
     EXPECT_NE(all.find("MPIACC_POOL_SIZE"), std::string::npos) << all;
     EXPECT_EQ(knobs.pipeline_depth, 4);
     EXPECT_EQ(knobs.pool_size, std::size_t{64} << 20);
     EXPECT_EQ(knobs.chunk_size, std::size_t{512} << 10);
+}
+
+TEST_F(KnobEnvironment, out_of_range_value_is_reported_with_range_and_default_used) {
+    setenv("MPIACC_CHUNK_SIZE", "0", 1);
+    setenv("MPIACC_PIPELINE_DEPTH", "-5", 1);
+    setenv("MPIACC_HOST_RNDV_THRESHOLD", "0", 1);  // 0 is in its range: "never"
+    std::vector<std::string> errors;
+    Knobs knobs = Knobs::from_environment(&errors);
+    ASSERT_EQ(errors.size(), 2u);
+    EXPECT_EQ(errors[0], "MPIACC_CHUNK_SIZE=0 is outside its range 4K..64M; using the default 2M");
+    EXPECT_EQ(errors[1], "MPIACC_PIPELINE_DEPTH=-5 is outside its range 2..64; using the default 4");
+    EXPECT_EQ(knobs.chunk_size, std::size_t{2} << 20);
+    EXPECT_EQ(knobs.pipeline_depth, 4);
+    EXPECT_EQ(knobs.host_rndv_threshold, 0u);
+}
+
+TEST_F(KnobEnvironment, range_ends_are_accepted_and_values_past_them_are_not) {
+    setenv("MPIACC_CHUNK_SIZE", "4K", 1);
+    setenv("MPIACC_PIPELINE_DEPTH", "64", 1);
+    std::vector<std::string> errors;
+    Knobs knobs = Knobs::from_environment(&errors);
+    EXPECT_TRUE(errors.empty());
+    EXPECT_EQ(knobs.chunk_size, std::size_t{4} << 10);
+    EXPECT_EQ(knobs.pipeline_depth, 64);
+    setenv("MPIACC_CHUNK_SIZE", "4095", 1);
+    setenv("MPIACC_PIPELINE_DEPTH", "65", 1);
+    setenv("MPIACC_HOST_RNDV_THRESHOLD", "1", 1);  // neither 0 nor in 4K..1G
+    errors.clear();
+    knobs = Knobs::from_environment(&errors);
+    EXPECT_EQ(errors.size(), 3u);
+    EXPECT_EQ(knobs.chunk_size, std::size_t{2} << 20);
+    EXPECT_EQ(knobs.pipeline_depth, 4);
+    EXPECT_EQ(knobs.host_rndv_threshold, std::size_t{2} << 20);
+}
+
+TEST_F(KnobEnvironment, pool_smaller_than_a_chunk_is_reported) {
+    setenv("MPIACC_CHUNK_SIZE", "16M", 1);
+    setenv("MPIACC_POOL_SIZE", "8M", 1);
+    std::vector<std::string> errors;
+    Knobs knobs = Knobs::from_environment(&errors);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_EQ(errors[0], "MPIACC_POOL_SIZE=8M is smaller than one chunk (MPIACC_CHUNK_SIZE); using the default 64M");
+    EXPECT_EQ(knobs.pool_size, std::size_t{64} << 20);
+    EXPECT_EQ(knobs.chunk_size, std::size_t{16} << 20);
+}
+
+TEST_F(KnobEnvironment, every_numeric_user_knob_has_a_range_holding_its_default) {
+    for (const KnobInfo &k : Knobs::registry()) {
+        if (k.type != KnobType::SIZE && k.type != KnobType::INT) continue;
+        ASSERT_NE(k.range, nullptr) << k.name << " has no MPIACC_KNOB_RANGE";
+    }
+    // The defaults parse with no report: each lies in its range.
+    std::vector<std::string> errors;
+    Knobs::from_environment(&errors);
+    for (const auto &e : errors) ADD_FAILURE() << e;
 }
 
 TEST_F(KnobEnvironment, malformed_value_without_error_list_still_uses_default) {
@@ -228,9 +285,9 @@ TEST_F(KnobEnvironment, mpiacc_knob_value_gives_numeric_knobs_in_effect_to_c_pro
     reload_knobs();
     EXPECT_EQ(mpiacc_knob_value("MPIACC_HOST_RNDV_THRESHOLD"), 64 << 10);
     EXPECT_EQ(mpiacc_knob_value("MPIACC_IPC"), 0);
-    EXPECT_EQ(mpiacc_knob_value("MPIACC_PIPELINE_DEPTH"), 4);  // the default
+    EXPECT_EQ(mpiacc_knob_value("MPIACC_PIPELINE_DEPTH"), 4);        // the default
     EXPECT_EQ(mpiacc_knob_value("MPIACC_NODE_PIPELINE_DEPTH"), -1);  // not a knob (a constant)
-    EXPECT_EQ(mpiacc_knob_value("MPIACC_OPENCL_PLATFORM"), -1);  // text, not a number
+    EXPECT_EQ(mpiacc_knob_value("MPIACC_OPENCL_PLATFORM"), -1);      // text, not a number
     EXPECT_EQ(mpiacc_knob_value("MPIACC_NO_SUCH_KNOB"), -1);
     TearDown();
     reload_knobs();  // the process's own values again, for the tests after this one

@@ -458,10 +458,28 @@ TEST(CudaAccel, factory_makes_the_cuda_component) {
 
 // ------------------------------------------------------------------ CudaAccel on a GPU
 
+// "no CUDA device" where there is none (no device, or no driver: the runtime then says
+// cudaErrorInsufficientDriver, which reads like a broken install); the driver's words
+// for anything else.
+std::string cuda_skip_reason(const std::string &why) {
+    for (const char *none : {"cudaErrorInsufficientDriver", "cudaErrorNoDevice", "found no CUDA device"})
+        if (why.find(none) != std::string::npos) return "no CUDA device";
+    return "no usable CUDA device: " + why;
+}
+
+TEST(CudaSkips, no_driver_or_no_device_reads_no_cuda_device) {
+    EXPECT_EQ(cuda_skip_reason("cudaGetDeviceCount: cudaErrorInsufficientDriver (CUDA driver version is "
+                               "insufficient for CUDA runtime version)"),
+              "no CUDA device");
+    EXPECT_EQ(cuda_skip_reason("cudaGetDeviceCount found no CUDA device"), "no CUDA device");
+    EXPECT_EQ(cuda_skip_reason("cudaSetDevice(0): cudaErrorDevicesUnavailable"),
+              "no usable CUDA device: cudaSetDevice(0): cudaErrorDevicesUnavailable");
+}
+
 class CudaGpu : public ::testing::Test {
 protected:
     void SetUp() override {
-        if (!accel.available()) GTEST_SKIP() << "no CUDA device: " << accel.unavailable_reason();
+        if (!accel.available()) GTEST_SKIP() << cuda_skip_reason(accel.unavailable_reason());
     }
     BufferAttrs cuda_attrs() const {
         BufferAttrs a;

@@ -413,13 +413,13 @@ bool OpenClAccel::device_in_context(cl_device_id device, const std::vector<cl_de
 // object can have.
 int OpenClAccel::inspect_mem(cl_mem mem, cl_context *context, std::size_t *size, std::string *why) const {
     if (!mem) {
-        *why = "buffer: the cl_mem is NULL";
+        *why = "buf: the cl_mem is NULL";
         return MPI_ERR_BUFFER;
     }
     KnownBuffers &known = KnownBuffers::instance();
     const bool seen = known.contains(mem);
     if (!seen && !is_opencl_object(mem)) {
-        *why = format("buffer: %p is not a cl_mem (not an OpenCL object; host memory needs MPIX_ACC_BUF_HOST)",
+        *why = format("buf: %p is not a cl_mem (not an OpenCL object; host memory needs MPIX_ACC_BUF_HOST)",
                       static_cast<void *>(mem));
         return MPI_ERR_BUFFER;
     }
@@ -430,13 +430,13 @@ int OpenClAccel::inspect_mem(cl_mem mem, cl_context *context, std::size_t *size,
     if (error == CL_SUCCESS) error = clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof(cl_context), context, nullptr);
     if (error == CL_SUCCESS) error = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof *size, size, nullptr);
     if (error != CL_SUCCESS) {
-        *why = format("buffer: %p is not a valid cl_mem (clGetMemObjectInfo: %s)", static_cast<void *>(mem),
+        *why = format("buf: %p is not a valid cl_mem (clGetMemObjectInfo: %s)", static_cast<void *>(mem),
                       cl_error_name(error).c_str());
         return MPI_ERR_BUFFER;
     }
     if (type != CL_MEM_OBJECT_BUFFER) {
         *why = format(
-            "buffer: %p is not an OpenCL buffer (CL_MEM_TYPE 0x%x; images, pipes and other cl_* "
+            "buf: %p is not an OpenCL buffer (CL_MEM_TYPE 0x%x; images, pipes and other cl_* "
             "handles cannot be sent)",
             static_cast<void *>(mem), static_cast<unsigned>(type));
         return MPI_ERR_BUFFER;
