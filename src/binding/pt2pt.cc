@@ -322,7 +322,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
                 if (rc == MPI_SUCCESS) *request = completed_request();
                 return rc;
             }
-            std::unique_ptr<Op> op(new StagedSendOp(std::move(staging), payload));
+            std::unique_ptr<Op> op(new StagedSendOp(std::move(staging), payload, mode));
             op->comm = comm;
             op->call = call;
             *request = register_user_op(std::move(op), Op::Handle::GREQUEST, MPI_REQUEST_NULL);
