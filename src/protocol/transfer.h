@@ -594,8 +594,8 @@ inline std::size_t staged_eager_max(const Knobs &k) {
     return std::max(k.device_eager_max, std::min(k.chunk_size - 1, largest_payload(k)));
 }
 
-// Largest nonblocking device send (CUDA, no stream or event to wait for) that goes staged
-// whole at the call. Never more than a blocking send would.
+// Largest nonblocking device send (of a kind that may: stages_nonblocking_sends) that
+// goes staged whole at the call. Never more than a blocking send would.
 inline std::size_t staged_isend_eager_max(const Knobs &k) {
     return std::min(k.device_isend_eager_max, staged_eager_max(k));
 }
