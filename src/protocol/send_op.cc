@@ -144,35 +144,16 @@ int SendOp::cancel() {
     return MPI_SUCCESS;
 }
 
-namespace {
-
-int synchronous_refusal() {
-    return make_error_code(MPI_ERR_UNSUPPORTED_OPERATION, "MPI_Cancel",
-                           "a synchronous send already in MPICH cannot be withdrawn (MPICH cannot cancel a send "
-                           "it has sent), nor complete before a receive matches it");
-}
-
-}  // namespace
-
 // The envelope is in MPICH (its cancel failed, as MPICH cannot withdraw a message it
 // sent eagerly) and nothing answered it yet. A successor keeps a host copy of the data,
 // as MPI_Bsend would, and the envelope's id, so a later CTS is served from the copy; the
 // user's request completes now, not cancelled.
 std::unique_ptr<Op> SendOp::release_from_user(int *rc) {
     if (complete || state_ != State::AWAIT_REPLY || have_reply_) return nullptr;  // it ends by itself
-    if (synchronous_) {
-        // Completing it unmatched would say a receive had started.
-        *rc = synchronous_refusal();
-        return nullptr;
-    }
-    if (envelope_.flags & kEnvelopeHasIpc) {
-        // The receiver would read the user's buffer itself, whenever it matches.
-        *rc = make_error_code(MPI_ERR_UNSUPPORTED_OPERATION, "MPI_Cancel",
-                              "the send was offered to a receiver on this node for an IPC pull, which reads the "
-                              "buffer itself once it matches: it can be neither withdrawn nor completed before "
-                              "then (MPIACC_IPC=0 sends without the offer)");
-        return nullptr;
-    }
+    // Two sends must wait for their match as before (MPICH cannot withdraw them either):
+    // a synchronous one, whose completion says a receive has started, and one offered for
+    // an IPC pull, whose receiver reads the user's buffer itself once it matches.
+    if (synchronous_ || (envelope_.flags & kEnvelopeHasIpc)) return nullptr;
     std::vector<char> data(source_.bytes);
     if (source_.bytes != 0) {
         int err = MPI_SUCCESS;
@@ -620,14 +601,11 @@ int StagedSendOp::cancel() {
 
 // The payload is MPICH's request from our staging memory, which the successor keeps until
 // it completes: the user's buffer is not read again.
-std::unique_ptr<Op> StagedSendOp::release_from_user(int *rc) {
+std::unique_ptr<Op> StagedSendOp::release_from_user(int * /*rc*/) {
     if (complete || copy_ || request_ == MPI_REQUEST_NULL) return nullptr;
     progress();  // an eager payload is usually done already
     if (complete) return nullptr;
-    if (mode_ == SendMode::SYNCHRONOUS) {
-        *rc = synchronous_refusal();
-        return nullptr;
-    }
+    if (mode_ == SendMode::SYNCHRONOUS) return nullptr;  // complete only once matched
     std::unique_ptr<Op> rest(new StagedSendOp(std::move(staging_), request_, mode_));
     rest->comm = comm;
     rest->call = call;

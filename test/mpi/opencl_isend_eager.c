@@ -11,6 +11,7 @@ static const char *cases[] = {
     "eager_opencl_isends_keep_order_with_large_and_blocking_sends_to_the_peer",
     "eager_opencl_isends_keep_order_into_wildcard_receives",
     "small_opencl_issend_goes_eager_and_completes_only_once_matched",
+    "small_opencl_isend_then_barrier_while_the_peer_receives",
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
 
@@ -205,6 +206,24 @@ int main(int argc, char **argv) {
         } else {
             MPI_Recv(NULL, 0, MPI_BYTE, 0, go, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             recv_check(n, 0, tag, p2p_seed(tag, 0, 0), "synchronous payload");
+        }
+    }
+
+    MT_CASE(cases[5]) {
+        /* The progress rule (DESIGN 2.6) for a payload still being staged: rank 0 blocks
+         * in MPI_Barrier right after the Isend, rank 1 in MPI_Recv before its barrier. */
+        const int tag = 150;
+        const size_t n = 64;
+        if (mt_rank == 0) {
+            cl_mem m = filled(&e, n, p2p_seed(tag, 0, 0));
+            MPI_Request r;
+            MPI_Isend(m, (int)n, t, 1, tag, MPI_COMM_WORLD, &r);
+            MPI_Barrier(MPI_COMM_WORLD);
+            MT_CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS, "wait");
+            clReleaseMemObject(m);
+        } else {
+            recv_check(n, 0, tag, p2p_seed(tag, 0, 0), "payload before a barrier");
+            MPI_Barrier(MPI_COMM_WORLD);
         }
     }
 
