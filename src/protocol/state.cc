@@ -117,6 +117,8 @@ void protocol_finalize() {
             int here = 0;
             return PMPI_Test(&everyone_here, &here, MPI_STATUS_IGNORE) != MPI_SUCCESS || here;
         });
+        // A reply (CTS, FIN word) that came meanwhile is taken before anything is judged.
+        progress_poke();
         progress_until([&] {
             StateLock lock;
             return only_unmatched_sends_left();
