@@ -184,6 +184,12 @@ public:
     // Whether copies of this buffer wait for work of the user's (a stream, queue or event
     // the data depends on), so that a nonblocking call must not wait for one (BRIEF S1).
     virtual bool copies_wait_for_user_work() const { return true; }
+    // Whether a small nonblocking send may issue its staging copy at the call and leave
+    // it to progress (the staged eager path): nothing waits on that copy in the driver
+    // for longer than its own running time, even when it waits for the user's work
+    // behind it (BRIEF S1). Kinds whose bounded waits would sit behind such a copy on a
+    // shared stream say no while the buffer depends on the user's work.
+    virtual bool stages_nonblocking_sends() const { return !copies_wait_for_user_work(); }
     // Enqueue a device-to-device copy of [offset, offset+len) into [dst_offset, ...) of
     // `dst`, a buffer of the same kind (used by the IPC pull). Kinds without it refuse.
     virtual int copy_to_device(std::size_t /*offset*/, DeviceBuffer & /*dst*/, std::size_t /*dst_offset*/,

@@ -594,8 +594,18 @@ int MPI_Cancel(MPI_Request *req) {
     }
     if (ctx.initialized) {
         if (Op *op = find_user_op(*req)) {
-            StateLock lock;
-            return op->cancel();
+            // A send that cannot be withdrawn completes locally: a successor nobody waits
+            // for finishes it without the user's buffer (Op::release_from_user).
+            std::unique_ptr<Op> rest;
+            int rc;
+            {
+                StateLock lock;
+                rc = op->cancel();
+                if (rc == MPI_SUCCESS && !op->complete) rest = op->release_from_user(&rc);
+            }
+            if (rest) add_detached_op(std::move(rest));
+            if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(op->comm, rc);
+            return rc;
         }
     }
     return PMPI_Cancel(req);

@@ -264,10 +264,9 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     if (mb.kind != BufKind::HOST) {
         const bool blocking = request == nullptr;
         bool ipc_candidate = attrs.ipc_offer;
-        // A nonblocking send may stage at the call only when that waits for nothing of the
-        // user's (BRIEF S1): a buffer captured without a dependency on the user's work,
-        // whose copy on our own stream ends within its running time.
-        const bool copy_is_bounded = !mb.device->copies_wait_for_user_work();
+        // A nonblocking send may stage at the call only when no wait on that copy holds a
+        // caller beyond its own running time (BRIEF S1): the kind says (accel.h).
+        const bool copy_is_bounded = mb.device->stages_nonblocking_sends();
         const std::size_t eager_max = blocking ? staged_eager_max(ctx.knobs) : staged_isend_eager_max(ctx.knobs);
         const bool may_go_eager = (blocking || copy_is_bounded) && mode != SendMode::BUFFERED &&
                                   mb.bytes != kEnvelopeBytes && mb.bytes <= eager_max;
@@ -323,7 +322,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
                 if (rc == MPI_SUCCESS) *request = completed_request();
                 return rc;
             }
-            std::unique_ptr<Op> op(new StagedSendOp(std::move(staging), payload));
+            std::unique_ptr<Op> op(new StagedSendOp(std::move(staging), payload, mode));
             op->comm = comm;
             op->call = call;
             *request = register_user_op(std::move(op), Op::Handle::GREQUEST, MPI_REQUEST_NULL);

@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <memory>
 
 namespace mpiacc {
 
@@ -36,6 +37,15 @@ public:
     // Whether MPI_Finalize cancels this op when nobody waits for it: a receive, yes; a
     // send still has to reach its receiver.
     virtual bool cancel_when_abandoned() const { return false; }
+    // MPI_Cancel of an op that cancel() neither withdrew nor completed: returns an op that
+    // finishes the transfer without the user's buffer (the caller detaches it), and this
+    // one is then complete and not cancelled, so the user's wait returns (MPI 3.8.4).
+    // Null when the op completes by itself anyway; *rc an error when it can be neither
+    // withdrawn nor finished without the user's buffer.
+    virtual std::unique_ptr<Op> release_from_user(int * /*rc*/) { return nullptr; }
+    // Waits for nothing but a receiver to match it. At MPI_Finalize, once every rank has
+    // stopped posting receives, such an op nobody waits for never completes: abandoned.
+    virtual bool awaits_match() const { return false; }
     // A completed op about to be kept a while before it is destroyed (retire_later) gives
     // back at once what the next operation would otherwise allocate again: bounce
     // buffers, staging slots.

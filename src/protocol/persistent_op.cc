@@ -66,6 +66,13 @@ void PersistentOp::progress() {
 
 int PersistentOp::cancel() { return running_ ? running_->cancel() : MPI_SUCCESS; }
 
+std::unique_ptr<Op> PersistentOp::release_from_user(int *rc) {
+    if (!running_) return nullptr;
+    std::unique_ptr<Op> rest = running_->release_from_user(rc);
+    progress();  // takes the instance's status once it is complete
+    return rest;
+}
+
 void PersistentOp::reset_after_completion() { running_.reset(); }
 
 }  // namespace mpiacc

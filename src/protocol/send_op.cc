@@ -26,6 +26,7 @@ int SendOp::post(MessageBuffer &&source, int dest, int tag, MPI_Comm comm, SendM
     op->call = call;
     op->peer_ = world_rank_of(comm, dest);
     op->blocking_ = blocking;
+    op->synchronous_ = mode == SendMode::SYNCHRONOUS;
     op->id_ = protocol_state().new_transfer_id();
 
     Envelope &e = op->envelope_;
@@ -141,6 +142,68 @@ int SendOp::cancel() {
         complete = true;
     }
     return MPI_SUCCESS;
+}
+
+// The envelope is in MPICH (its cancel failed, as MPICH cannot withdraw a message it
+// sent eagerly) and nothing answered it yet. A successor keeps a host copy of the data,
+// as MPI_Bsend would, and the envelope's id, so a later CTS is served from the copy; the
+// user's request completes now, not cancelled.
+std::unique_ptr<Op> SendOp::release_from_user(int *rc) {
+    if (complete || state_ != State::AWAIT_REPLY || have_reply_) return nullptr;  // it ends by itself
+    // Two sends must wait for their match as before (MPICH cannot withdraw them either):
+    // a synchronous one, whose completion says a receive has started, and one offered for
+    // an IPC pull, whose receiver reads the user's buffer itself once it matches.
+    if (synchronous_ || (envelope_.flags & kEnvelopeHasIpc)) return nullptr;
+    std::vector<char> data(source_.bytes);
+    if (source_.bytes != 0) {
+        int err = MPI_SUCCESS;
+        std::string why;
+        if (source_.device) {
+            // Ordered after the dependency captured at the call, like every copy of it.
+            std::unique_ptr<Completion> done;
+            err = source_.device->copy_to_host(0, data.data(), source_.bytes, &done, &why);
+            if (err == MPI_SUCCESS) {
+                while (!done->test()) done->wait_bounded();
+                err = done->error();
+                why = done->what();
+            }
+        } else if (const char *contig = source_.contiguous_host()) {
+            std::memcpy(data.data(), contig, source_.bytes);
+        } else {
+            err = pack_range(source_.host, source_.count, source_.type.get(), 0, data.data(), source_.bytes);
+        }
+        if (err != MPI_SUCCESS) {
+            *rc = make_error_code(err, "MPI_Cancel", with_detail("copying the send buffer failed", why));
+            return nullptr;
+        }
+    }
+    if (envelope_request_ != MPI_REQUEST_NULL) matching::wait(&envelope_request_, MPI_STATUS_IGNORE);
+    std::unique_ptr<SendOp> rest(new SendOp());
+    MessageBuffer &mb = rest->source_;
+    mb.kind = BufKind::HOST;
+    mb.bytes = source_.bytes;
+    mb.packed = std::move(data);
+    mb.host = mb.packed.data();
+    mb.count = static_cast<int>(mb.bytes);
+    mb.type = TypeRef(MPI_BYTE);
+    mb.layout = Layout{};
+    mb.layout.bytes = mb.bytes;
+    rest->comm = comm;
+    rest->call = call;
+    rest->peer_ = peer_;
+    rest->id_ = id_;
+    rest->envelope_ = envelope_;
+    if (registered_) {
+        protocol_state().senders[id_] = rest.get();
+        rest->registered_ = true;
+        registered_ = false;
+    }
+    source_ = MessageBuffer{};
+    state_ = State::DONE;
+    set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS, false);
+    complete = true;
+    MPIACC_COUNT("protocol.send.released_by_cancel");
+    return rest;
 }
 
 void SendOp::fail(int error_class, const char *what) {
@@ -529,12 +592,28 @@ void StagedSendOp::progress() {
     complete = true;
 }
 
+// Not posted yet: withdrawn for real (never sent). Posted: left to MPICH, which cannot
+// withdraw a send exactly; release_from_user then completes the user's request.
 int StagedSendOp::cancel() {
-    if (copy_) {
-        cancel_requested_ = true;
-        return MPI_SUCCESS;
-    }
-    return request_ == MPI_REQUEST_NULL ? MPI_SUCCESS : matching::cancel(&request_);
+    if (copy_) cancel_requested_ = true;
+    return MPI_SUCCESS;
+}
+
+// The payload is MPICH's request from our staging memory, which the successor keeps until
+// it completes: the user's buffer is not read again.
+std::unique_ptr<Op> StagedSendOp::release_from_user(int * /*rc*/) {
+    if (complete || copy_ || request_ == MPI_REQUEST_NULL) return nullptr;
+    progress();  // an eager payload is usually done already
+    if (complete) return nullptr;
+    if (mode_ == SendMode::SYNCHRONOUS) return nullptr;  // complete only once matched
+    std::unique_ptr<Op> rest(new StagedSendOp(std::move(staging_), request_, mode_));
+    rest->comm = comm;
+    rest->call = call;
+    request_ = MPI_REQUEST_NULL;
+    set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS, false);
+    complete = true;
+    MPIACC_COUNT("protocol.send.released_by_cancel");
+    return rest;
 }
 
 // The only op in flight, so the head of the queue: its copy runs on MPI-ACC's own stream

@@ -1,5 +1,7 @@
 #include "protocol/state.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include "core/context.h"
@@ -39,6 +41,33 @@ PinnedPool *host_pool(std::unique_ptr<PinnedPool> *pool,
     return pool->get();
 }
 
+// Every op nobody waits for is a send that waits only for a receiver to match it (or
+// none is left), and no detached host receive is. Caller holds the StateLock.
+bool only_unmatched_sends_left() {
+    if (detached_host_recvs_left()) return false;
+    for (const auto &op : context().detached_ops)
+        if (!op->complete && !op->awaits_match()) return false;
+    return true;
+}
+
+// MPI_Finalize, every rank past its barrier: destroys the detached sends still waiting
+// for a match (their envelopes and payloads are withdrawn as far as MPICH can) and says
+// how many under MPIACC_VERBOSE.
+void abandon_unmatched_sends() {
+    Context &ctx = context();
+    StateLock lock;
+    auto &ops = ctx.detached_ops;
+    const auto unmatched = [](const std::unique_ptr<Op> &op) { return !op->complete && op->awaits_match(); };
+    const auto n = std::count_if(ops.begin(), ops.end(), unmatched);
+    if (n == 0) return;
+    if (ctx.knobs.verbose >= 1)
+        std::fprintf(stderr,
+                     "[mpiacc %d] MPI_Finalize: %ld send(s) whose requests were freed or cancelled were never "
+                     "matched by a receive; abandoned\n",
+                     ctx.world_rank, static_cast<long>(n));
+    ops.erase(std::remove_if(ops.begin(), ops.end(), unmatched), ops.end());
+}
+
 }  // namespace
 
 int protocol_initialize() {
@@ -76,8 +105,31 @@ void protocol_finalize() {
     }
     progress_until([&] {
         StateLock lock;
-        return !detached_ops_left() && !detached_host_recvs_left();
+        return only_unmatched_sends_left();
     });
+    // A send whose receiver never posts would hold MPI_Finalize for good (MPI 8.7 makes
+    // the program erroneous; it must still end). Past this barrier no rank posts another
+    // receive, and each finished those it waits for before it came (their senders were
+    // served meanwhile), so a send still unmatched then never will be.
+    MPI_Request everyone_here = MPI_REQUEST_NULL;
+    if (PMPI_Ibarrier(ctx.proto_comm, &everyone_here) == MPI_SUCCESS) {
+        progress_until([&] {
+            int here = 0;
+            return PMPI_Test(&everyone_here, &here, MPI_STATUS_IGNORE) != MPI_SUCCESS || here;
+        });
+        // A reply (CTS, FIN word) that came meanwhile is taken before anything is judged.
+        progress_poke();
+        progress_until([&] {
+            StateLock lock;
+            return only_unmatched_sends_left();
+        });
+        abandon_unmatched_sends();
+    } else {
+        progress_until([&] {
+            StateLock lock;
+            return !detached_ops_left() && !detached_host_recvs_left();
+        });
+    }
     stop_progress_thread();
     StateLock lock;
     if (ctx.knobs.verbose >= 3) print_chunk_trace();

@@ -209,6 +209,8 @@ public:
     ~SendOp() override;
     void progress() override;
     int cancel() override;
+    std::unique_ptr<Op> release_from_user(int *rc) override;
+    bool awaits_match() const override { return state_ == State::AWAIT_REPLY && !have_reply_; }
     void on_control(const ControlMessage &msg);
 
 private:
@@ -233,8 +235,9 @@ private:
     MessageBuffer source_;
     Envelope envelope_{};
     MPI_Request envelope_request_ = MPI_REQUEST_NULL;
-    bool blocking_ = false;  // the send of a blocking call
-    int peer_ = -1;          // receiver's rank in the private communicator
+    bool blocking_ = false;     // the send of a blocking call
+    bool synchronous_ = false;  // MPI_Ssend/MPI_Issend: complete only once matched
+    int peer_ = -1;             // receiver's rank in the private communicator
     std::uint64_t id_ = 0;
     bool registered_ = false;
     ControlMessage reply_{};
@@ -394,7 +397,8 @@ private:
 class StagedSendOp : public Op {
 public:
     // The payload is in MPICH already: `request` sends it.
-    StagedSendOp(StagingBuffer &&staging, MPI_Request request) : staging_(std::move(staging)), request_(request) {}
+    StagedSendOp(StagingBuffer &&staging, MPI_Request request, SendMode mode = SendMode::STANDARD)
+        : staging_(std::move(staging)), request_(request), mode_(mode) {}
     // The payload is still being copied into `staging` by `copy`: the op joins
     // Context::unposted_payloads, and post_staged_payloads() sends it, in call order,
     // once the copy has ended. `source` (the user's device buffer) is kept until then.
@@ -404,6 +408,9 @@ public:
     ~StagedSendOp() override;
     void progress() override;
     int cancel() override;
+    std::unique_ptr<Op> release_from_user(int *rc) override;
+    // Posted (a request of MPICH's): it may wait for a matching receive.
+    bool awaits_match() const override { return !copy_ && request_ != MPI_REQUEST_NULL && !complete; }
     bool wait_for_device() override;
 
     // Sends the payload once its copy has ended (or completes the op: the copy failed, or
@@ -453,6 +460,8 @@ public:
     int start() override;
     void progress() override;
     int cancel() override;
+    std::unique_ptr<Op> release_from_user(int *rc) override;
+    bool awaits_match() const override { return running_ && !running_->complete && running_->awaits_match(); }
     bool active() const override { return running_ != nullptr; }
     bool persistent() const override { return true; }
     void reset_after_completion() override;
@@ -585,8 +594,8 @@ inline std::size_t staged_eager_max(const Knobs &k) {
     return std::max(k.device_eager_max, std::min(k.chunk_size - 1, largest_payload(k)));
 }
 
-// Largest nonblocking device send (CUDA, no stream or event to wait for) that goes staged
-// whole at the call. Never more than a blocking send would.
+// Largest nonblocking device send (of a kind that may: stages_nonblocking_sends) that
+// goes staged whole at the call. Never more than a blocking send would.
 inline std::size_t staged_isend_eager_max(const Knobs &k) {
     return std::min(k.device_isend_eager_max, staged_eager_max(k));
 }

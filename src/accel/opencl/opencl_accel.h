@@ -79,6 +79,11 @@ public:
         return entry_->pin_peer_segment(base, bytes, mapping, why);
     }
     bool copies_from_peer_segments() const override { return true; }
+    // The dependency (a marker on the user's queue, or the user's event) is waited for
+    // inside OpenCL, and a copy that waits for none gives up a bounded wait after its
+    // patience (EventCompletion), so one queued behind a dependency never holds a caller.
+    bool copies_wait_for_user_work() const override { return dependency_.get() != nullptr || user_queue_ != nullptr; }
+    bool stages_nonblocking_sends() const override { return true; }
     // Captured for a blocking call (BufferAttrs::within_call); the constructor that takes
     // the user's queue is only ever used for one.
     void mark_blocking_call() { blocking_call_ = true; }
