@@ -604,7 +604,7 @@ int MPI_Cancel(MPI_Request *req) {
                 if (rc == MPI_SUCCESS && !op->complete) rest = op->release_from_user(&rc);
             }
             if (rest) add_detached_op(std::move(rest));
-            if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(op->comm, rc);
+            if (rc != MPI_SUCCESS) call_errhandler(op->comm, rc);
             return rc;
         }
     }
