@@ -114,10 +114,13 @@ int deliver_from_bounce(const char *bounce, MPI_Status st, void *buf, int count,
     }
     std::size_t take = std::min(len, static_cast<std::size_t>(n));
     if (take > 0) {
-        if (is_builtin_type(type))
+        if (is_builtin_type(type)) {
             std::memcpy(buf, bounce, take);
-        else
-            unpack_range(bounce, take, buf, count, type, 0);
+        } else {
+            int rc = unpack_range(bounce, take, buf, count, type, 0);
+            if (rc != MPI_SUCCESS)
+                return raise_error(comm, rc, call, "unpacking the message into the receive buffer failed");
+        }
     }
     if (len > static_cast<std::size_t>(n)) {
         int code =
@@ -427,7 +430,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
         if (in_place) {
             // Straight into the user's buffer; an envelope shows up as exactly its length.
             InPlaceHead head;
-            head.keep(static_cast<char *>(buf) + layout.true_lb);
+            head.keep(typed_address(buf, layout.true_lb));
             int rc;
             if (!transfers_in_flight()) {
                 rc = PMPI_Recv(buf, count, type, source, tag, comm, &st);

@@ -293,7 +293,7 @@ void BounceBuffer::release() {
 char *MessageBuffer::contiguous_host() const {
     if (kind != BufKind::HOST) return nullptr;
     if (!packed.empty()) return const_cast<char *>(packed.data());
-    if (layout.contiguous) return static_cast<char *>(host) + layout.true_lb;
+    if (layout.contiguous) return typed_address(host, layout.true_lb);
     return nullptr;
 }
 
