@@ -86,11 +86,7 @@ int finish_blocking_op(std::unique_ptr<Op> owned, MPI_Status *status) {
     Op *op = owned.get();
     int rc = run_to_completion(op);
     MPIACC_PROBE("op.complete");
-    if (status != MPI_STATUS_IGNORE) {
-        int keep = status->MPI_ERROR;
-        *status = op->status;
-        status->MPI_ERROR = rc != MPI_SUCCESS ? rc : keep;
-    }
+    give_status(status, op->status);
     if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(op->comm, rc);
     retire_later(std::move(owned));
     return rc;
@@ -127,11 +123,11 @@ int deliver_from_bounce(const char *bounce, MPI_Status st, void *buf, int count,
             make_error_code(MPI_ERR_TRUNCATE, call,
                             format("message of %zu bytes is longer than the receive buffer (%lld bytes)", len, n));
         set_status(&st, st.MPI_SOURCE, st.MPI_TAG, take, code, false);
-        if (status != MPI_STATUS_IGNORE) *status = st;
+        give_status(status, st);
         PMPI_Comm_call_errhandler(comm, code);
         return code;
     }
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    give_status(status, st);
     return MPI_SUCCESS;
 }
 
@@ -151,7 +147,7 @@ int finish_in_place_receive(void *buf, int count, MPI_Datatype type, const InPla
         }
         return finish_blocking_op(std::move(op), status);
     }
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    give_status(status, st);
     return MPI_SUCCESS;
 }
 
@@ -441,7 +437,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
             }
             if (rc == MPI_SUCCESS && received_bytes(st) == kEnvelopeBytes)
                 return finish_in_place_receive(buf, count, type, head, st, comm, call, status);
-            if (status != MPI_STATUS_IGNORE) *status = st;
+            give_status(status, st);
             return rc;
         }
         char small[kEnvelopeBytes];
@@ -566,7 +562,7 @@ inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_
     int rc = PMPI_Recv(buf, count, type, source, tag, comm, &st);
     if (rc == MPI_SUCCESS && received_bytes(st) == kEnvelopeBytes)
         return finish_in_place_receive(buf, count, type, head, st, comm, "MPI_Recv", status);
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    give_status(status, st);
     return rc;
 }
 
@@ -584,7 +580,7 @@ inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_
         return deliver_from_bounce(bounce, st, buf, count, type, static_cast<long long>(n), BufferAttrs{}, comm,
                                    "MPI_Recv", status);
     copy_bounced_payload(buf, bounce, len);
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    give_status(status, st);
     return MPI_SUCCESS;
 }
 
@@ -699,7 +695,7 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
     // MPICH's lightweight request for a receive from MPI_PROC_NULL reports source and
     // tag 0 when tested; MPI_Sendrecv itself reports the proper empty status.
     if (source == MPI_PROC_NULL) set_status(&st[0], MPI_PROC_NULL, MPI_ANY_TAG, 0, MPI_SUCCESS, false);
-    if (status != MPI_STATUS_IGNORE) *status = st[0];
+    give_status(status, st[0]);
     if (rc == MPI_ERR_IN_STATUS) rc = st[0].MPI_ERROR != MPI_SUCCESS ? st[0].MPI_ERROR : st[1].MPI_ERROR;
     return rc;
 }

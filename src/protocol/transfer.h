@@ -610,4 +610,14 @@ inline std::size_t received_bytes(const MPI_Status &st) {
 // Status fields for MPI-ACC-completed operations.
 void set_status(MPI_Status *st, int source, int tag, std::size_t bytes, int error, bool cancelled);
 
+// Hands `st` to a single-completion call's status argument: every field but MPI_ERROR,
+// which those calls leave as the user set it (MPI 4.0 3.2.5: only the multiple-completion
+// calls write it, with MPI_ERR_IN_STATUS).
+inline void give_status(MPI_Status *out, const MPI_Status &st) {
+    if (out == MPI_STATUS_IGNORE) return;
+    const int keep = out->MPI_ERROR;
+    *out = st;
+    out->MPI_ERROR = keep;
+}
+
 }  // namespace mpiacc
