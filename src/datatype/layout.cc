@@ -24,13 +24,17 @@ std::unordered_map<MPI_Datatype, TypeFacts> facts_cache;
 // from the type's constructor, because size == extent alone misses reordered blocks.
 bool type_is_dense(MPI_Datatype type) {
     if (is_builtin_type(type)) return true;
-    int ni, na, nd, combiner;
-    if (PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner) != MPI_SUCCESS) return false;
+    // The large-count forms: the int ones fail for a type made with a count past INT_MAX
+    // (MPI_Send_c's, large_count.cc).
+    MPI_Count ni, na, nc, nd;
+    int combiner;
+    if (PMPI_Type_get_envelope_c(type, &ni, &na, &nc, &nd, &combiner) != MPI_SUCCESS) return false;
     if (combiner == MPI_COMBINER_NAMED) return true;
-    std::vector<int> ints(ni);
-    std::vector<MPI_Aint> addrs(na);
-    std::vector<MPI_Datatype> types(nd);
-    PMPI_Type_get_contents(type, ni, na, nd, ints.data(), addrs.data(), types.data());
+    std::vector<int> ints(static_cast<std::size_t>(ni));
+    std::vector<MPI_Aint> addrs(static_cast<std::size_t>(na));
+    std::vector<MPI_Count> counts(static_cast<std::size_t>(nc));
+    std::vector<MPI_Datatype> types(static_cast<std::size_t>(nd));
+    PMPI_Type_get_contents_c(type, ni, na, nc, nd, ints.data(), addrs.data(), counts.data(), types.data());
     bool dense = false;
     MPI_Count size, lb, extent, tlb, textent;
     PMPI_Type_size_x(type, &size);
@@ -42,15 +46,17 @@ bool type_is_dense(MPI_Datatype type) {
         MPI_Count isize, ilb, iext;
         PMPI_Type_size_x(types[0], &isize);
         PMPI_Type_get_extent_x(types[0], &ilb, &iext);
-        dense = type_is_dense(types[0]) && (ints[0] <= 1 || isize == iext);
+        const MPI_Count n = nc > 0 ? counts[0] : ints[0];
+        dense = type_is_dense(types[0]) && (n <= 1 || isize == iext);
     } else if (combiner == MPI_COMBINER_RESIZED) {
         dense = type_is_dense(types[0]);
     }
     // Whatever the constructor, the element must exactly fill its true extent.
     if (dense) dense = (size == textent);
     for (MPI_Datatype t : types) {
-        int tni, tna, tnd, tc;
-        PMPI_Type_get_envelope(t, &tni, &tna, &tnd, &tc);
+        MPI_Count tni, tna, tnc, tnd;
+        int tc;
+        PMPI_Type_get_envelope_c(t, &tni, &tna, &tnc, &tnd, &tc);
         if (tc != MPI_COMBINER_NAMED) PMPI_Type_free(&t);
     }
     return dense;
