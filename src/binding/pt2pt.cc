@@ -108,27 +108,32 @@ int deliver_from_bounce(const char *bounce, MPI_Status st, void *buf, int count,
         }
         return finish_blocking_op(std::move(op), status);
     }
-    std::size_t take = std::min(len, static_cast<std::size_t>(n));
-    if (take > 0) {
-        if (is_builtin_type(type)) {
-            std::memcpy(buf, bounce, take);
-        } else {
-            int rc = unpack_range(bounce, take, buf, count, type, 0);
-            if (rc != MPI_SUCCESS)
-                return raise_error(comm, rc, call, "unpacking the message into the receive buffer failed");
-        }
-    }
     if (len > static_cast<std::size_t>(n)) {
-        int code =
-            make_error_code(MPI_ERR_TRUNCATE, call,
-                            format("message of %zu bytes is longer than the receive buffer (%lld bytes)", len, n));
-        set_status(&st, st.MPI_SOURCE, st.MPI_TAG, take, code, false);
+        const int code = truncated_receive(&st, call, len, static_cast<std::size_t>(n));
         give_status(status, st);
         PMPI_Comm_call_errhandler(comm, code);
         return code;
     }
+    if (len > 0) {
+        if (is_builtin_type(type)) {
+            std::memcpy(buf, bounce, len);
+        } else {
+            int rc = unpack_range(bounce, len, buf, count, type, 0);
+            if (rc != MPI_SUCCESS)
+                return raise_error(comm, rc, call, "unpacking the message into the receive buffer failed");
+        }
+    }
     give_status(status, st);
     return MPI_SUCCESS;
+}
+
+// MPICH truncated a receive of `n` bytes itself (into the user's buffer or one of ours):
+// it wrote nothing and has called the communicator's handler; the call returns MPI-ACC's
+// code naming the user's call, with count 0 (truncated_receive).
+int mpich_truncated(MPI_Status st, std::size_t n, const char *call, MPI_Status *status) {
+    const int code = truncated_receive(&st, call, 0, n);
+    give_status(status, st);
+    return code;
 }
 
 // A blocking receive straight into a contiguous host buffer got exactly an envelope's
@@ -437,6 +442,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
             }
             if (rc == MPI_SUCCESS && received_bytes(st) == kEnvelopeBytes)
                 return finish_in_place_receive(buf, count, type, head, st, comm, call, status);
+            if (is_truncation(rc)) return mpich_truncated(st, static_cast<std::size_t>(n), call, status);
             give_status(status, st);
             return rc;
         }
@@ -457,6 +463,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
             rc = PMPI_Irecv(bounce, static_cast<int>(bounce_size), MPI_BYTE, source, tag, comm, &r);
             if (rc == MPI_SUCCESS) rc = wait_mpich_request(&r, &st);
         }
+        if (is_truncation(rc)) return mpich_truncated(st, static_cast<std::size_t>(n), call, status);
         if (rc != MPI_SUCCESS) return rc;
         return deliver_from_bounce(bounce, st, buf, count, type, n, attrs, comm, call, status);
     }
@@ -562,6 +569,8 @@ inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_
     int rc = PMPI_Recv(buf, count, type, source, tag, comm, &st);
     if (rc == MPI_SUCCESS && received_bytes(st) == kEnvelopeBytes)
         return finish_in_place_receive(buf, count, type, head, st, comm, "MPI_Recv", status);
+    if (rc != MPI_SUCCESS && is_truncation(rc))
+        return mpich_truncated(st, static_cast<std::size_t>(count) * builtin_type_size(type), "MPI_Recv", status);
     give_status(status, st);
     return rc;
 }
@@ -574,7 +583,7 @@ inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_
     MPI_Status st;
     st.MPI_ERROR = MPI_SUCCESS;
     int rc = PMPI_Recv(bounce, kEnvelopeBytes, MPI_BYTE, source, tag, comm, &st);
-    if (rc != MPI_SUCCESS) return rc;
+    if (rc != MPI_SUCCESS) return is_truncation(rc) ? mpich_truncated(st, n, "MPI_Recv", status) : rc;
     const std::size_t len = received_bytes(st);
     if (len > n)
         return deliver_from_bounce(bounce, st, buf, count, type, static_cast<long long>(n), BufferAttrs{}, comm,

@@ -149,14 +149,17 @@ bool take_matched(HostRecv *rec, MPI_Status st) {
         return false;
     }
     if (len == kEnvelopeBytes && looks_like_envelope(rec->landing(), len)) return true;
-    const std::size_t n = std::min(len, rec->bytes);
+    std::size_t n = len;
     int err = st.MPI_ERROR;
-    if (err == MPI_SUCCESS && len > rec->bytes)
-        err = make_error_code(
-            MPI_ERR_TRUNCATE, rec->call,
-            format("message of %zu bytes is longer than the receive buffer (%zu bytes)", len, rec->bytes));
-    // MPICH's own status is already exact for a payload that fit.
-    if (err != MPI_SUCCESS || n != len) set_status(&st, st.MPI_SOURCE, st.MPI_TAG, n, err, false);
+    if (is_truncation(err) || (err == MPI_SUCCESS && len > rec->bytes)) {
+        // Nothing of it reaches the buffer (truncated_receive); MPICH's own truncation
+        // (past our landing buffer) leaves the size unknown.
+        err = truncated_receive(&st, rec->call, is_truncation(err) ? 0 : len, rec->bytes);
+        n = 0;
+    } else if (err != MPI_SUCCESS) {
+        // MPICH's own status is already exact for a payload that fit.
+        set_status(&st, st.MPI_SOURCE, st.MPI_TAG, n, err, false);
+    }
     if (!rec->in_place() && n > 0) {
         if (rec->builtin) {
             copy_bounced_payload(rec->buf, rec->landing(), n);

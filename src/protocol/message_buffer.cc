@@ -409,6 +409,23 @@ void retire_chunks_now(std::vector<ChunkState> *chunks, ChunkFlow flow) {
     chunks->clear();
 }
 
+int truncated_receive(MPI_Status *st, const char *call, std::size_t message_bytes, std::size_t buffer_bytes) {
+    const std::string what =
+        message_bytes > buffer_bytes
+            ? format("message of %zu bytes is longer than the receive buffer (%zu bytes)", message_bytes, buffer_bytes)
+            : format("message is longer than the receive buffer (%zu bytes)", buffer_bytes);
+    const int code = make_error_code(MPI_ERR_TRUNCATE, call, what);
+    set_status(st, st->MPI_SOURCE, st->MPI_TAG, 0, code, false);
+    return code;
+}
+
+bool is_truncation(int rc) {
+    if (rc == MPI_SUCCESS) return false;
+    int error_class = rc;
+    PMPI_Error_class(rc, &error_class);
+    return error_class == MPI_ERR_TRUNCATE;
+}
+
 void set_status(MPI_Status *st, int source, int tag, std::size_t bytes, int error, bool cancelled) {
     st->MPI_SOURCE = source;
     st->MPI_TAG = tag;
