@@ -88,8 +88,13 @@ int main(int argc, char **argv) {
         const char *name;
         int n_each, one_block;
     } sizes[] = {
-        {"one_int", 1, 1},   {"100_bytes", 12, 0}, {"envelope_length", P2P_ENVELOPE_BYTES / 8, 0},
-        {"64_KiB", 8192, 0}, {"1_MiB", 131072, 0}, {"above_rndv_threshold", (int)(threshold / 8) + 1024, 0},
+        {"one_int", 1, 1},
+        {"100_bytes", 12, 0},
+        {"envelope_length", P2P_ENVELOPE_BYTES / 8, 0},
+        {"64_KiB", 8192, 0},
+        {"1_MiB", 131072, 0},
+        {"1_MiB_one_block", 262144, 1},
+        {"above_rndv_threshold", (int)(threshold / 8) + 1024, 0},
     };
     const char *modes[] = {"send_recv", "send_irecv", "isend_recv", "isend_irecv"};
     int tag = 10;
