@@ -13,7 +13,7 @@ namespace {
 // The status a probe reports for a stashed message: its real size.
 void probe_status(const StashedEnvelope &s, MPI_Status *status) {
     if (status == MPI_STATUS_IGNORE) return;
-    *status = s.status;
+    give_status(status, s.status);
     if (s.is_envelope()) PMPI_Status_set_elements_x(status, MPI_BYTE, static_cast<MPI_Count>(s.envelope.size));
 }
 
@@ -62,7 +62,7 @@ int iprobe_common(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *sta
         protocol_state().stash.push_back(std::move(s));
         return MPI_SUCCESS;
     }
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    give_status(status, st);
     return MPI_SUCCESS;
 }
 
@@ -96,7 +96,7 @@ int improbe_common(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *m
         *message = hand_out(std::move(s));
         return MPI_SUCCESS;
     }
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    give_status(status, st);
     return MPI_SUCCESS;
 }
 
@@ -144,7 +144,7 @@ int mrecv_common(void *buf, int count, MPI_Datatype type, MPI_Message *message, 
     }
     if (!request) {
         int err = run_to_completion(op.get());
-        if (status != MPI_STATUS_IGNORE) *status = op->status;
+        give_status(status, op->status);
         return err;
     }
     *request = register_user_op(std::move(op), Op::Handle::GREQUEST, MPI_REQUEST_NULL);
@@ -169,7 +169,7 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
         int rc = PMPI_Probe(source, tag, comm, &st);
         if (rc != MPI_SUCCESS) return rc;
         if (received_bytes(st) != kEnvelopeBytes) {
-            if (status != MPI_STATUS_IGNORE) *status = st;
+            give_status(status, st);
             return MPI_SUCCESS;
         }
     }

@@ -86,11 +86,7 @@ int finish_blocking_op(std::unique_ptr<Op> owned, MPI_Status *status) {
     Op *op = owned.get();
     int rc = run_to_completion(op);
     MPIACC_PROBE("op.complete");
-    if (status != MPI_STATUS_IGNORE) {
-        int keep = status->MPI_ERROR;
-        *status = op->status;
-        status->MPI_ERROR = rc != MPI_SUCCESS ? rc : keep;
-    }
+    give_status(status, op->status);
     if (rc != MPI_SUCCESS) call_errhandler(op->comm, rc);
     retire_later(std::move(owned));
     return rc;
@@ -112,24 +108,32 @@ int deliver_from_bounce(const char *bounce, MPI_Status st, void *buf, int count,
         }
         return finish_blocking_op(std::move(op), status);
     }
-    std::size_t take = std::min(len, static_cast<std::size_t>(n));
-    if (take > 0) {
-        if (is_builtin_type(type))
-            std::memcpy(buf, bounce, take);
-        else
-            unpack_range(bounce, take, buf, count, type, 0);
-    }
     if (len > static_cast<std::size_t>(n)) {
-        int code =
-            make_error_code(MPI_ERR_TRUNCATE, call,
-                            format("message of %zu bytes is longer than the receive buffer (%lld bytes)", len, n));
-        set_status(&st, st.MPI_SOURCE, st.MPI_TAG, take, code, false);
-        if (status != MPI_STATUS_IGNORE) *status = st;
+        const int code = truncated_receive(&st, call, len, static_cast<std::size_t>(n));
+        give_status(status, st);
         call_errhandler(comm, code);
         return code;
     }
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    if (len > 0) {
+        if (is_builtin_type(type)) {
+            std::memcpy(buf, bounce, len);
+        } else {
+            int rc = unpack_range(bounce, len, buf, count, type, 0);
+            if (rc != MPI_SUCCESS)
+                return raise_error(comm, rc, call, "unpacking the message into the receive buffer failed");
+        }
+    }
+    give_status(status, st);
     return MPI_SUCCESS;
+}
+
+// MPICH truncated a receive of `n` bytes itself (into the user's buffer or one of ours):
+// it wrote nothing and has called the communicator's handler; the call returns MPI-ACC's
+// code naming the user's call, with count 0 (truncated_receive).
+int mpich_truncated(MPI_Status st, std::size_t n, const char *call, MPI_Status *status) {
+    const int code = truncated_receive(&st, call, 0, n);
+    give_status(status, st);
+    return code;
 }
 
 // A blocking receive straight into a contiguous host buffer got exactly an envelope's
@@ -148,7 +152,7 @@ int finish_in_place_receive(void *buf, int count, MPI_Datatype type, const InPla
         }
         return finish_blocking_op(std::move(op), status);
     }
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    give_status(status, st);
     return MPI_SUCCESS;
 }
 
@@ -426,7 +430,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
         if (in_place) {
             // Straight into the user's buffer; an envelope shows up as exactly its length.
             InPlaceHead head;
-            head.keep(static_cast<char *>(buf) + layout.true_lb);
+            head.keep(typed_address(buf, layout.true_lb));
             int rc;
             if (!transfers_in_flight()) {
                 rc = PMPI_Recv(buf, count, type, source, tag, comm, &st);
@@ -437,7 +441,8 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
             }
             if (rc == MPI_SUCCESS && received_bytes(st) == kEnvelopeBytes)
                 return finish_in_place_receive(buf, count, type, head, st, comm, call, status);
-            if (status != MPI_STATUS_IGNORE) *status = st;
+            if (is_truncation(rc)) return mpich_truncated(st, static_cast<std::size_t>(n), call, status);
+            give_status(status, st);
             return rc;
         }
         char small[kEnvelopeBytes];
@@ -457,6 +462,7 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
             rc = PMPI_Irecv(bounce, static_cast<int>(bounce_size), MPI_BYTE, source, tag, comm, &r);
             if (rc == MPI_SUCCESS) rc = wait_mpich_request(&r, &st);
         }
+        if (is_truncation(rc)) return mpich_truncated(st, static_cast<std::size_t>(n), call, status);
         if (rc != MPI_SUCCESS) return rc;
         return deliver_from_bounce(bounce, st, buf, count, type, n, attrs, comm, call, status);
     }
@@ -562,7 +568,9 @@ inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_
     int rc = PMPI_Recv(buf, count, type, source, tag, comm, &st);
     if (rc == MPI_SUCCESS && received_bytes(st) == kEnvelopeBytes)
         return finish_in_place_receive(buf, count, type, head, st, comm, "MPI_Recv", status);
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    if (rc != MPI_SUCCESS && is_truncation(rc))
+        return mpich_truncated(st, static_cast<std::size_t>(count) * builtin_type_size(type), "MPI_Recv", status);
+    give_status(status, st);
     return rc;
 }
 
@@ -574,13 +582,13 @@ inline bool plain_host_send(const Context &ctx, const void *buf, int count, MPI_
     MPI_Status st;
     st.MPI_ERROR = MPI_SUCCESS;
     int rc = PMPI_Recv(bounce, kEnvelopeBytes, MPI_BYTE, source, tag, comm, &st);
-    if (rc != MPI_SUCCESS) return rc;
+    if (rc != MPI_SUCCESS) return is_truncation(rc) ? mpich_truncated(st, n, "MPI_Recv", status) : rc;
     const std::size_t len = received_bytes(st);
     if (len > n)
         return deliver_from_bounce(bounce, st, buf, count, type, static_cast<long long>(n), BufferAttrs{}, comm,
                                    "MPI_Recv", status);
     copy_bounced_payload(buf, bounce, len);
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    give_status(status, st);
     return MPI_SUCCESS;
 }
 
@@ -695,7 +703,7 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
     // MPICH's lightweight request for a receive from MPI_PROC_NULL reports source and
     // tag 0 when tested; MPI_Sendrecv itself reports the proper empty status.
     if (source == MPI_PROC_NULL) set_status(&st[0], MPI_PROC_NULL, MPI_ANY_TAG, 0, MPI_SUCCESS, false);
-    if (status != MPI_STATUS_IGNORE) *status = st[0];
+    give_status(status, st[0]);
     if (rc == MPI_ERR_IN_STATUS) rc = st[0].MPI_ERROR != MPI_SUCCESS ? st[0].MPI_ERROR : st[1].MPI_ERROR;
     return rc;
 }

@@ -24,13 +24,17 @@ std::unordered_map<MPI_Datatype, TypeFacts> facts_cache;
 // from the type's constructor, because size == extent alone misses reordered blocks.
 bool type_is_dense(MPI_Datatype type) {
     if (is_builtin_type(type)) return true;
-    int ni, na, nd, combiner;
-    if (PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner) != MPI_SUCCESS) return false;
+    // The large-count forms: the int ones fail for a type made with a count past INT_MAX
+    // (MPI_Send_c's, large_count.cc).
+    MPI_Count ni, na, nc, nd;
+    int combiner;
+    if (PMPI_Type_get_envelope_c(type, &ni, &na, &nc, &nd, &combiner) != MPI_SUCCESS) return false;
     if (combiner == MPI_COMBINER_NAMED) return true;
-    std::vector<int> ints(ni);
-    std::vector<MPI_Aint> addrs(na);
-    std::vector<MPI_Datatype> types(nd);
-    PMPI_Type_get_contents(type, ni, na, nd, ints.data(), addrs.data(), types.data());
+    std::vector<int> ints(static_cast<std::size_t>(ni));
+    std::vector<MPI_Aint> addrs(static_cast<std::size_t>(na));
+    std::vector<MPI_Count> counts(static_cast<std::size_t>(nc));
+    std::vector<MPI_Datatype> types(static_cast<std::size_t>(nd));
+    PMPI_Type_get_contents_c(type, ni, na, nc, nd, ints.data(), addrs.data(), counts.data(), types.data());
     bool dense = false;
     MPI_Count size, lb, extent, tlb, textent;
     PMPI_Type_size_x(type, &size);
@@ -42,15 +46,17 @@ bool type_is_dense(MPI_Datatype type) {
         MPI_Count isize, ilb, iext;
         PMPI_Type_size_x(types[0], &isize);
         PMPI_Type_get_extent_x(types[0], &ilb, &iext);
-        dense = type_is_dense(types[0]) && (ints[0] <= 1 || isize == iext);
+        const MPI_Count n = nc > 0 ? counts[0] : ints[0];
+        dense = type_is_dense(types[0]) && (n <= 1 || isize == iext);
     } else if (combiner == MPI_COMBINER_RESIZED) {
         dense = type_is_dense(types[0]);
     }
     // Whatever the constructor, the element must exactly fill its true extent.
     if (dense) dense = (size == textent);
     for (MPI_Datatype t : types) {
-        int tni, tna, tnd, tc;
-        PMPI_Type_get_envelope(t, &tni, &tna, &tnd, &tc);
+        MPI_Count tni, tna, tnc, tnd;
+        int tc;
+        PMPI_Type_get_envelope_c(t, &tni, &tna, &tnc, &tnd, &tc);
         if (tc != MPI_COMBINER_NAMED) PMPI_Type_free(&t);
     }
     return dense;
@@ -120,19 +126,65 @@ int free_datatype(MPI_Datatype *type) {
     return rc;
 }
 
+namespace {
+
+// MPICH 4.0.2's MPI_Pack and MPI_Unpack refuse a NULL buffer, though MPI_BOTTOM with a
+// type of absolute addresses is a valid one: the same bytes are reached from a non-null
+// base with the type moved back by that base. Owns the moved type, when one is made.
+class TypedBase {
+public:
+    TypedBase(const void *buf, int count, MPI_Datatype type, MPI_Aint true_lb) : base_(const_cast<void *>(buf)) {
+        count_ = count;
+        type_ = type;
+        if (buf != nullptr || true_lb == 0 || count == 0) return;
+        int len = count;
+        MPI_Aint disp = -true_lb;
+        if (PMPI_Type_create_struct(1, &len, &disp, &type, &moved_) != MPI_SUCCESS ||
+            PMPI_Type_commit(&moved_) != MPI_SUCCESS) {
+            error_ = MPI_ERR_TYPE;
+            return;
+        }
+        base_ = typed_address(nullptr, true_lb);
+        count_ = 1;
+        type_ = moved_;
+    }
+    ~TypedBase() {
+        if (moved_ != MPI_DATATYPE_NULL) PMPI_Type_free(&moved_);
+    }
+    TypedBase(const TypedBase &) = delete;
+    TypedBase &operator=(const TypedBase &) = delete;
+    void *base() const { return base_; }
+    int count() const { return count_; }
+    MPI_Datatype type() const { return type_; }
+    int error() const { return error_; }
+
+private:
+    void *base_;
+    int count_;
+    MPI_Datatype type_;
+    MPI_Datatype moved_ = MPI_DATATYPE_NULL;
+    int error_ = MPI_SUCCESS;
+};
+
+}  // namespace
+
 // MPI_Pack/Unpack have no byte-range form, so ranges of a non-contiguous layout go
 // through a packed copy of the whole message. Contiguous layouts never come here.
 int pack_range(const void *buf, int count, MPI_Datatype type, std::size_t offset, void *out, std::size_t len) {
     Layout l = describe_layout(count, type);
     if (l.error != MPI_SUCCESS) return l.error;
     if (offset + len > l.bytes) return MPI_ERR_COUNT;
+    if (len == 0) return MPI_SUCCESS;
     if (l.contiguous) {
-        std::memcpy(out, static_cast<const char *>(buf) + l.true_lb + offset, len);
+        std::memcpy(out, typed_address(buf, l.true_lb + static_cast<MPI_Aint>(offset)), len);
         return MPI_SUCCESS;
     }
+    TypedBase from(buf, count, type, l.true_lb);
+    if (from.error() != MPI_SUCCESS) return from.error();
     std::vector<char> packed(l.bytes);
     int pos = 0;
-    int rc = PMPI_Pack(buf, count, type, packed.data(), static_cast<int>(l.bytes), &pos, MPI_COMM_SELF);
+    int rc = PMPI_Pack(from.base(), from.count(), from.type(), packed.data(), static_cast<int>(l.bytes), &pos,
+                       MPI_COMM_SELF);
     if (rc != MPI_SUCCESS) return rc;
     std::memcpy(out, packed.data() + offset, len);
     return MPI_SUCCESS;
@@ -142,8 +194,9 @@ int unpack_range(const void *packed, std::size_t len, void *buf, int count, MPI_
     Layout l = describe_layout(count, type);
     if (l.error != MPI_SUCCESS) return l.error;
     if (offset + len > l.bytes) return MPI_ERR_COUNT;
+    if (len == 0) return MPI_SUCCESS;
     if (l.contiguous) {
-        std::memcpy(static_cast<char *>(buf) + l.true_lb + offset, packed, len);
+        std::memcpy(typed_address(buf, l.true_lb + static_cast<MPI_Aint>(offset)), packed, len);
         return MPI_SUCCESS;
     }
     // A message shorter than the buffer fills the first len bytes of its type map, the
@@ -152,11 +205,13 @@ int unpack_range(const void *packed, std::size_t len, void *buf, int count, MPI_
     if (offset != 0) return MPI_ERR_INTERN;
     MPI_Count size;
     PMPI_Type_size_x(type, &size);
-    if (size <= 0 || len == 0) return MPI_SUCCESS;
+    if (size <= 0) return MPI_SUCCESS;
     const std::size_t reached = (len + static_cast<std::size_t>(size) - 1) / static_cast<std::size_t>(size);
     const int elements = static_cast<int>(std::min<std::size_t>(reached, static_cast<std::size_t>(count)));
+    TypedBase into(buf, elements, type, l.true_lb);
+    if (into.error() != MPI_SUCCESS) return into.error();
     int pos = 0;
-    return PMPI_Unpack(packed, static_cast<int>(len), &pos, buf, elements, type, MPI_COMM_SELF);
+    return PMPI_Unpack(packed, static_cast<int>(len), &pos, into.base(), into.count(), into.type(), MPI_COMM_SELF);
 }
 
 }  // namespace mpiacc

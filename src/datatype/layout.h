@@ -34,6 +34,12 @@ inline long long packed_bytes(int count, MPI_Datatype type) {
 
 Layout describe_layout(int count, MPI_Datatype type);
 
+// buf + displacement for a buf that may be MPI_BOTTOM (NULL), whose type's displacements
+// are then absolute addresses.
+inline char *typed_address(const void *buf, MPI_Aint displacement) {
+    return reinterpret_cast<char *>(reinterpret_cast<std::uintptr_t>(buf) + static_cast<std::uintptr_t>(displacement));
+}
+
 // PMPI_Type_free, and the facts cached about the type go with it: MPICH hands a freed
 // handle out again, and facts kept under it would describe a type of another size. Every
 // free of a type MPI-ACC may have described goes through here (MPI_Type_free, TypeRef).

@@ -149,19 +149,25 @@ bool take_matched(HostRecv *rec, MPI_Status st) {
         return false;
     }
     if (len == kEnvelopeBytes && looks_like_envelope(rec->landing(), len)) return true;
-    const std::size_t n = std::min(len, rec->bytes);
+    std::size_t n = len;
     int err = st.MPI_ERROR;
-    if (err == MPI_SUCCESS && len > rec->bytes)
-        err = make_error_code(
-            MPI_ERR_TRUNCATE, rec->call,
-            format("message of %zu bytes is longer than the receive buffer (%zu bytes)", len, rec->bytes));
-    // MPICH's own status is already exact for a payload that fit.
-    if (err != MPI_SUCCESS || n != len) set_status(&st, st.MPI_SOURCE, st.MPI_TAG, n, err, false);
+    if (is_truncation(err) || (err == MPI_SUCCESS && len > rec->bytes)) {
+        // Nothing of it reaches the buffer (truncated_receive); MPICH's own truncation
+        // (past our landing buffer) leaves the size unknown.
+        err = truncated_receive(&st, rec->call, is_truncation(err) ? 0 : len, rec->bytes);
+        n = 0;
+    } else if (err != MPI_SUCCESS) {
+        // MPICH's own status is already exact for a payload that fit.
+        set_status(&st, st.MPI_SOURCE, st.MPI_TAG, n, err, false);
+    }
     if (!rec->in_place() && n > 0) {
-        if (rec->builtin)
+        if (rec->builtin) {
             copy_bounced_payload(rec->buf, rec->landing(), n);
-        else
-            unpack_range(rec->landing(), n, rec->buf, rec->count, rec->datatype, 0);
+        } else if (unpack_range(rec->landing(), n, rec->buf, rec->count, rec->datatype, 0) != MPI_SUCCESS &&
+                   err == MPI_SUCCESS) {
+            err = make_error_code(MPI_ERR_TYPE, rec->call, "unpacking the message into the receive buffer failed");
+            set_status(&st, st.MPI_SOURCE, st.MPI_TAG, n, err, false);
+        }
     }
     rec->status = st;
     rec->error = err;
@@ -209,7 +215,7 @@ int post_host_recv(void *buf, int count, MPI_Datatype type, std::size_t bytes, i
         contiguous = static_cast<char *>(buf);
     } else {
         Layout l = describe_layout(count, type);
-        if (l.contiguous) contiguous = static_cast<char *>(buf) + l.true_lb;
+        if (l.contiguous) contiguous = typed_address(buf, l.true_lb);
     }
     StateLock lock;
     HostRecv *rec = protocol_state().host_recvs.acquire();

@@ -293,7 +293,7 @@ void BounceBuffer::release() {
 char *MessageBuffer::contiguous_host() const {
     if (kind != BufKind::HOST) return nullptr;
     if (!packed.empty()) return const_cast<char *>(packed.data());
-    if (layout.contiguous) return static_cast<char *>(host) + layout.true_lb;
+    if (layout.contiguous) return typed_address(host, layout.true_lb);
     return nullptr;
 }
 
@@ -410,6 +410,23 @@ void retire_chunks_now(std::vector<ChunkState> *chunks, ChunkFlow flow) {
         MPIACC_COUNT("protocol.chunks_left_unretired");
     }
     chunks->clear();
+}
+
+int truncated_receive(MPI_Status *st, const char *call, std::size_t message_bytes, std::size_t buffer_bytes) {
+    const std::string what =
+        message_bytes > buffer_bytes
+            ? format("message of %zu bytes is longer than the receive buffer (%zu bytes)", message_bytes, buffer_bytes)
+            : format("message is longer than the receive buffer (%zu bytes)", buffer_bytes);
+    const int code = make_error_code(MPI_ERR_TRUNCATE, call, what);
+    set_status(st, st->MPI_SOURCE, st->MPI_TAG, 0, code, false);
+    return code;
+}
+
+bool is_truncation(int rc) {
+    if (rc == MPI_SUCCESS) return false;
+    int error_class = rc;
+    PMPI_Error_class(rc, &error_class);
+    return error_class == MPI_ERR_TRUNCATE;
 }
 
 void set_status(MPI_Status *st, int source, int tag, std::size_t bytes, int error, bool cancelled) {

@@ -12,18 +12,19 @@
 namespace mpiacc {
 
 void RecvOp::deliver_payload(const void *data, std::size_t len) {
-    std::size_t n = std::min(len, dest_.bytes);
+    std::size_t n = len;
     int err = status.MPI_ERROR;
-    // MPICH truncated the payload into our buffer itself (a buffer sized for the user's
-    // receive): what it left there is not defined, so none of it reaches the user.
-    if (err != MPI_SUCCESS && !data_in_user_buffer_) n = 0;
-    if (err == MPI_SUCCESS && len > dest_.bytes)
-        err = make_error_code(
-            MPI_ERR_TRUNCATE, call,
-            format("message of %zu bytes is longer than the receive buffer (%zu bytes)", len, dest_.bytes));
-    // MPICH's own status is already exact for a payload that fit; rewriting it costs two
-    // PMPI calls on the message-rate path.
-    if (err != MPI_SUCCESS || n != len) set_status(&status, status.MPI_SOURCE, status.MPI_TAG, n, err, false);
+    if (is_truncation(err) || (err == MPI_SUCCESS && len > dest_.bytes)) {
+        // Nothing of it reaches the buffer (truncated_receive). MPICH truncated it itself
+        // when it did not fit our buffer (sized for the user's receive): size unknown.
+        err = truncated_receive(&status, call, is_truncation(err) ? 0 : len, dest_.bytes);
+        n = 0;
+    } else if (err != MPI_SUCCESS) {
+        n = 0;
+        // MPICH's own status is already exact for a payload that fit; rewriting it costs
+        // two PMPI calls on the message-rate path.
+        set_status(&status, status.MPI_SOURCE, status.MPI_TAG, n, err, false);
+    }
     error = err;
     if (dest_.kind == BufKind::HOST) {
         if (!data_in_user_buffer_ && n > 0) unpack_range(data, n, dest_.host, dest_.count, dest_.type.get(), 0);

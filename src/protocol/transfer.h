@@ -619,4 +619,23 @@ inline std::size_t received_bytes(const MPI_Status &st) {
 // Status fields for MPI-ACC-completed operations.
 void set_status(MPI_Status *st, int source, int tag, std::size_t bytes, int error, bool cancelled);
 
+// A receive whose message did not fit its buffer ends as MPICH 4.0.2's own do at every
+// size: MPI_ERR_TRUNCATE, status count 0 and nothing written into the buffer. Returns the
+// error code (MPI-ACC's message naming `call`; `message_bytes` 0 when MPICH truncated and
+// the size is unknown) and sets it, with count 0, in *st (source and tag kept).
+int truncated_receive(MPI_Status *st, const char *call, std::size_t message_bytes, std::size_t buffer_bytes);
+
+// rc is an error of class MPI_ERR_TRUNCATE (MPICH's, from a receive it truncated itself).
+bool is_truncation(int rc);
+
+// Hands `st` to a single-completion call's status argument: every field but MPI_ERROR,
+// which those calls leave as the user set it (MPI 4.0 3.2.5: only the multiple-completion
+// calls write it, with MPI_ERR_IN_STATUS).
+inline void give_status(MPI_Status *out, const MPI_Status &st) {
+    if (out == MPI_STATUS_IGNORE) return;
+    const int keep = out->MPI_ERROR;
+    *out = st;
+    out->MPI_ERROR = keep;
+}
+
 }  // namespace mpiacc
