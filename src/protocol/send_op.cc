@@ -557,8 +557,9 @@ bool StagedSendOp::post_when_staged() {
         err = make_error_code(copy_->error(), call,
                               with_detail("copying the device send buffer to host memory failed", copy_->what()));
     copy_.reset();  // out of the queue from here on
+    // source_ stays until staging_ goes: the slot's pool may belong to the buffer's
+    // context (an OpenCL context without the object cache), freed with its last buffer.
     const std::size_t bytes = source_.bytes;
-    source_ = MessageBuffer{};
     if (!cancel_requested_ && err == MPI_SUCCESS) {
         err = matching::post_send(staging_.data(), static_cast<int>(bytes), MPI_BYTE, dest_, tag_, comm, mode_,
                                   &request_);
@@ -606,7 +607,9 @@ std::unique_ptr<Op> StagedSendOp::release_from_user(int * /*rc*/) {
     progress();  // an eager payload is usually done already
     if (complete) return nullptr;
     if (mode_ == SendMode::SYNCHRONOUS) return nullptr;  // complete only once matched
-    std::unique_ptr<Op> rest(new StagedSendOp(std::move(staging_), request_, mode_));
+    auto *successor = new StagedSendOp(std::move(staging_), request_, mode_);
+    successor->source_ = std::move(source_);  // holds the staging slot's pool (post_when_staged)
+    std::unique_ptr<Op> rest(successor);
     rest->comm = comm;
     rest->call = call;
     request_ = MPI_REQUEST_NULL;

@@ -425,7 +425,7 @@ public:
     bool goes_to(MPI_Comm c, int rank) const { return c == comm && rank == dest_; }
 
 private:
-    MessageBuffer source_;   // unposted: the device buffer the copy reads
+    MessageBuffer source_;   // the device buffer the copy reads; kept while staging_ is
     StagingBuffer staging_;  // what MPICH sends from, until the send completes
     MPI_Request request_ = MPI_REQUEST_NULL;
     std::unique_ptr<Completion> copy_;  // unposted: the staging copy
