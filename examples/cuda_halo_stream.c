@@ -54,8 +54,11 @@ int main(int argc, char **argv) {
     double *field; /* N + 2 cells of device memory */
     cudaStream_t stream;
     CUDA_OK(cudaMalloc((void **)&field, (N + 2) * sizeof(double)));
-    CUDA_OK(cudaMemset(field, 0, (N + 2) * sizeof(double)));
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    /* All work on the field goes on `stream`, which the datatype names below: a plain
+     * cudaMemset would go on the default stream, which a non-blocking stream does not
+     * wait for. */
+    CUDA_OK(cudaMemsetAsync(field, 0, (N + 2) * sizeof(double), stream));
 
     /* One datatype for all four calls: a double in CUDA memory, ordered on `stream`. */
     MPI_Datatype cell;
@@ -64,7 +67,7 @@ int main(int argc, char **argv) {
     MPI_Type_set_attr(cell, MPIX_ACC_STREAM, (void *)stream);
 
     int ok = 1;
-    for (int step = 0; step < STEPS && ok; step++) {
+    for (int step = 0; step < STEPS; step++) { /* every step on every rank: its peers wait for it */
         /* This step's work, queued on the stream and not waited for. */
         CUDA_OK(cudaMemsetAsync(field + 1, mark(rank, step), N * sizeof(double), stream));
 
@@ -76,10 +79,12 @@ int main(int argc, char **argv) {
         MPI_Status statuses[4];
         MPI_Waitall(4, reqs, statuses);
 
-        /* The halos hold the neighbours' boundary cells of this very step. */
+        /* The halos hold the neighbours' boundary cells of this very step (read on the
+         * stream too: the receives are complete, and the stream orders the read). */
         unsigned char halo[2][sizeof(double)];
-        CUDA_OK(cudaMemcpy(halo[0], field, sizeof(double), cudaMemcpyDeviceToHost));
-        CUDA_OK(cudaMemcpy(halo[1], field + N + 1, sizeof(double), cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpyAsync(halo[0], field, sizeof(double), cudaMemcpyDeviceToHost, stream));
+        CUDA_OK(cudaMemcpyAsync(halo[1], field + N + 1, sizeof(double), cudaMemcpyDeviceToHost, stream));
+        CUDA_OK(cudaStreamSynchronize(stream));
         const unsigned char want[2] = {mark(left, step), mark(right, step)};
         for (int h = 0; h < 2; h++) {
             for (size_t b = 0; b < sizeof(double); b++) {

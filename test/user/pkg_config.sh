@@ -2,7 +2,7 @@
 # The README's pkg-config line, as written there, against a fresh install: `make install`
 # into a staging directory (DESTDIR), found through pkg-config (with --define-prefix, so
 # that the staged copy answers for the configured prefix), builds examples/attr_send.c
-# with MPICH's mpicc, and the program runs with no LD_LIBRARY_PATH: the rpath in
+# with MPICH's mpicc, and the program runs without the build tree on LD_LIBRARY_PATH: the rpath in
 # `pkg-config --libs mpiacc` finds the installed libmpiacc.so.0. TAP output.
 # Environment (Makefile.am, AM_TESTS_ENVIRONMENT): top_srcdir, top_builddir, MPICC, MPIEXEC.
 echo "1..2"
@@ -34,9 +34,20 @@ printf '#!/bin/sh\nexec "%s" "$@"\n' "$MPIEXEC" >"$tmp/bin/mpiexec"
 chmod +x "$tmp/bin/pkg-config" "$tmp/bin/mpicc" "$tmp/bin/mpiexec"
 cp "$top_srcdir/examples/attr_send.c" "$tmp/work/examples/"
 
+# The library path without the folders that hold a libmpiacc (the build tree's): the
+# program must find the installed one by its rpath. Others stay, for an MPICH installed
+# off the default path.
+keep=""
+old_ifs=$IFS
+IFS=:
+for d in ${LD_LIBRARY_PATH:-}; do
+  [ -e "$d/libmpiacc.so.0" ] || keep="${keep:+$keep:}$d"
+done
+IFS=$old_ifs
+
 cd "$tmp/work" || exit 1
 PATH="$tmp/bin:$PATH" PKG_CONFIG_PATH="$(dirname "$pc")" \
-  timeout -k 10 120 env -u LD_LIBRARY_PATH -u LD_PRELOAD sh -c "$line" >"$tmp/run.log" 2>&1
+  timeout -k 10 120 env -u LD_PRELOAD LD_LIBRARY_PATH="$keep" sh -c "$line" >"$tmp/run.log" 2>&1
 rc=$?
 if [ -n "$line" ] && [ -x attr_send ]; then
   echo "ok 1 - readme_pkg_config_line_builds_attr_send_against_the_install"
@@ -45,7 +56,7 @@ else
   echo "# README line: ${line:-(none found)}"
   sed 's/^/# /' "$tmp/run.log" | tail -n 20
 fi
-lib=$(env -u LD_LIBRARY_PATH ldd ./attr_send 2>/dev/null | sed -n 's/^[[:space:]]*libmpiacc\.so\.0 => \([^ ]*\).*/\1/p')
+lib=$(env LD_LIBRARY_PATH="$keep" ldd ./attr_send 2>/dev/null | sed -n 's/^[[:space:]]*libmpiacc\.so\.0 => \([^ ]*\).*/\1/p')
 if [ $rc -eq 0 ] && grep -Eqx 'attr_send: host -> (opencl|host) 1048576 bytes OK' "$tmp/run.log" &&
   case "$lib" in "$tmp/stage/"*) true ;; *) false ;; esac; then
   echo "ok 2 - attr_send_built_by_pkg_config_finds_the_installed_library_at_run_time"
