@@ -373,10 +373,11 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
 }
 
 // The commonest nonblocking receive (builtin type, host memory, no stashed envelope that
-// could match first): a record, no RecvOp, no look at anything else.
+// could match first): a record, no RecvOp, no look at anything else. A NULL buffer with
+// a count is MPICH's to refuse (recv_common).
 inline bool plain_host_irecv(const Context &ctx, const void *buf, int count, MPI_Datatype type, int source) {
     return ctx.initialized && source != MPI_PROC_NULL && is_builtin_type(type) && count >= 0 &&
-           protocol_state().stash.empty() && buffer_is_plain_host(ctx, buf);
+           (buf != nullptr || count == 0) && protocol_state().stash.empty() && buffer_is_plain_host(ctx, buf);
 }
 
 int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, const char *call,
@@ -406,8 +407,8 @@ int recv_common(void *buf, int count, MPI_Datatype type, int source, int tag, MP
     }
     MPIACC_PROBE("recv.classified");
     const long long n = packed_bytes(count, type);
-    if (attrs.kind == BufKind::HOST && (n < 0 || count < 0)) {
-        // Invalid arguments are MPICH's to report.
+    if (attrs.kind == BufKind::HOST && (n < 0 || count < 0 || (!buf && count > 0 && is_builtin_type(type)))) {
+        // Invalid arguments are MPICH's to report (a bounce would copy into NULL).
         if (request) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
         return PMPI_Recv(buf, count, type, source, tag, comm, status);
     }

@@ -186,6 +186,25 @@ int main(int argc, char **argv) {
         }
     }
 
+    MT_CASE("null_receive_buffer_gives_err_buffer_and_takes_nothing") {
+        const int tag = 1332;
+        if (mt_rank == 0) {
+            MPI_Request q;
+            int v[2] = {0, 0};
+            check_error(MPI_Recv(NULL, 8, MPI_BYTE, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_ERR_BUFFER,
+                        "MPI_Recv");
+            check_error(MPI_Irecv(NULL, 2, MPI_INT, 1, tag, MPI_COMM_WORLD, &q), MPI_ERR_BUFFER, "MPI_Irecv");
+            check_error(MPI_Recv(NULL, 1024, MPI_BYTE, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_ERR_BUFFER,
+                        "MPI_Recv");
+            MT_CHECK(MPI_Recv(v, 2, MPI_INT, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS,
+                     "the message after the refused receives");
+            MT_CHECK(v[0] == 41 && v[1] == 42, "the message after the refused receives holds %d %d", v[0], v[1]);
+        } else if (mt_rank == 1) {
+            int v[2] = {41, 42};
+            MPI_Send(v, 2, MPI_INT, 0, tag, MPI_COMM_WORLD);
+        }
+    }
+
     MT_CASE("invalid_tag_gives_err_tag") {
         int v = 0, *ub = NULL, flag = 0;
         MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
@@ -247,8 +266,8 @@ int main(int argc, char **argv) {
                 unsigned char *out = p2p_alloc(sizes[i]), *in = p2p_alloc(sizes[i]);
                 MPI_Status st;
                 mt_fill(out, sizes[i], p2p_seed(tag, mt_rank, i));
-                int rc = MPI_Sendrecv(out, (int)sizes[i], MPI_BYTE, peer, tag + i, in, (int)sizes[i], MPI_BYTE,
-                                      peer, tag + i, MPI_COMM_WORLD, &st);
+                int rc = MPI_Sendrecv(out, (int)sizes[i], MPI_BYTE, peer, tag + i, in, (int)sizes[i], MPI_BYTE, peer,
+                                      tag + i, MPI_COMM_WORLD, &st);
                 MT_CHECK(rc == MPI_SUCCESS, "MPI_Sendrecv failed with class %d", p2p_class(rc));
                 P2P_CHECK_STATUS(st, peer, tag + i, sizes[i]);
                 P2P_CHECK_BYTES(in, sizes[i], p2p_seed(tag, peer, i), "payload");
