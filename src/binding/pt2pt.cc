@@ -334,17 +334,10 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
         }
         if (mode == SendMode::BUFFERED) {
             // MPI_Bsend completes locally (DESIGN 2.5): take the data off the device now.
-            mb.packed.resize(mb.bytes);
-            rc = stage_device_data(mb, mb.packed.data(), call, &why);
+            std::vector<char> copy(mb.bytes);
+            rc = stage_device_data(mb, copy.data(), call, &why);
             if (rc != MPI_SUCCESS) return raise_error(comm, rc, call, why);
-            // From here on it is a host message of plain bytes.
-            mb.device.reset();
-            mb.kind = BufKind::HOST;
-            mb.host = mb.packed.data();
-            mb.count = static_cast<int>(mb.bytes);
-            mb.type = TypeRef(MPI_BYTE);
-            mb.layout = Layout{};
-            mb.layout.bytes = mb.bytes;
+            mb.hold_bytes(std::move(copy));
         }
     } else if (mode == SendMode::BUFFERED && mb.packed.empty()) {
         mb.packed.resize(mb.bytes);

@@ -297,6 +297,18 @@ char *MessageBuffer::contiguous_host() const {
     return nullptr;
 }
 
+void MessageBuffer::hold_bytes(std::vector<char> &&data) {
+    device.reset();
+    kind = BufKind::HOST;
+    packed = std::move(data);
+    bytes = packed.size();
+    host = packed.data();
+    count = static_cast<int>(bytes);
+    type = TypeRef(MPI_BYTE);
+    layout = Layout{};
+    layout.bytes = bytes;
+}
+
 int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs, MessageBuffer *out,
                         std::string *why) {
     out->layout = describe_layout(count, type);

@@ -179,15 +179,7 @@ std::unique_ptr<Op> SendOp::release_from_user(int *rc) {
     }
     if (envelope_request_ != MPI_REQUEST_NULL) matching::wait(&envelope_request_, MPI_STATUS_IGNORE);
     std::unique_ptr<SendOp> rest(new SendOp());
-    MessageBuffer &mb = rest->source_;
-    mb.kind = BufKind::HOST;
-    mb.bytes = source_.bytes;
-    mb.packed = std::move(data);
-    mb.host = mb.packed.data();
-    mb.count = static_cast<int>(mb.bytes);
-    mb.type = TypeRef(MPI_BYTE);
-    mb.layout = Layout{};
-    mb.layout.bytes = mb.bytes;
+    rest->source_.hold_bytes(std::move(data));
     rest->comm = comm;
     rest->call = call;
     rest->peer_ = peer_;

@@ -56,6 +56,9 @@ struct MessageBuffer {
 
     // Host memory holding bytes [0, bytes) contiguously, or null when not available.
     char *contiguous_host() const;
+    // From here on a host message of the plain bytes `data`, which it owns: MPI_Bsend's
+    // copy of device data, or the copy a cancelled send keeps.
+    void hold_bytes(std::vector<char> &&data);
 };
 
 // Host memory a matching receive lands in before MPI-ACC knows whether it is an
