@@ -19,13 +19,9 @@ using namespace mpiacc;
 int mpiacc::require_host_buffer(const void *buf, MPI_Datatype type, const char *arg, const char *refusal,
                                 std::string *why) {
     BufferAttrs attrs;
-    int rc = classify_buffer(buf, type, &attrs, why);
+    int rc = classify_buffer(buf, type, &attrs, why, arg);
     if (rc != MPI_SUCCESS) {
-        // The buffer checks name the argument "buf"; here it has the caller's name.
-        std::string detail = why->rfind("buf: ", 0) == 0 ? why->substr(5) : *why;
-        const std::size_t own = detail.find("buf is ");
-        if (own != std::string::npos) detail.replace(own, 3, arg);
-        *why = format("%s: %s", arg, detail.c_str());
+        if (why->rfind(std::string(arg) + ": ", 0) != 0) *why = format("%s: %s", arg, why->c_str());
         return rc;
     }
     if (attrs.kind == BufKind::HOST) return MPI_SUCCESS;

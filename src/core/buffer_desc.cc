@@ -102,7 +102,7 @@ int read_buffer_attrs(MPI_Datatype type, BufferAttrs *attrs, std::string *why) {
     return MPI_SUCCESS;
 }
 
-int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std::string *why) {
+int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std::string *why, const char *arg) {
     Context &ctx = context();
     *attrs = BufferAttrs{};
     if (type != MPI_DATATYPE_NULL && ctx.tagged_type_count.load(std::memory_order_relaxed) != 0) {
@@ -136,9 +136,10 @@ int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std:
             attrs->kind = ctx.detecting_accel->kind();
             if (!attrs->device_given) attrs->device = reinterpret_cast<void *>(static_cast<std::intptr_t>(ordinal));
         } else if (attrs->kind == BufKind::CUDA) {
-            *why =
-                "buf: MPIX_ACC_STREAM/MPIX_ACC_EVENT/MPIX_ACC_DEVICE given without MPIX_ACC_BUF_TYPE, "
-                "and the buffer is not CUDA device memory";
+            *why = format(
+                "%s: MPIX_ACC_STREAM/MPIX_ACC_EVENT/MPIX_ACC_DEVICE given without MPIX_ACC_BUF_TYPE, "
+                "and the buffer is not CUDA device memory",
+                arg);
             return MPI_ERR_BUFFER;
         }
     } else if (!attrs->kind_given && attrs->kind == BufKind::CUDA && !ctx.autodetect_active) {
@@ -153,16 +154,16 @@ int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std:
         const char *given = attrs->kind_given ? " (MPIX_ACC_BUF_TYPE)" : "";
         if (!accel_built(attrs->kind)) {
             *why = format(
-                "buf: not supported on device buffers: buf is %s memory%s, and this MPI-ACC was built "
+                "%s: not supported on device buffers: %s is %s memory%s, and this MPI-ACC was built "
                 "without %s support",
-                kind, given, kind);
+                arg, arg, kind, given, kind);
             return MPI_ERR_UNSUPPORTED_OPERATION;
         }
         if (!accel || !accel->available()) {
             *why = format(
-                "buf: not supported on device buffers: buf is %s memory%s, and no usable %s device was "
+                "%s: not supported on device buffers: %s is %s memory%s, and no usable %s device was "
                 "found at run time",
-                kind, given, kind);
+                arg, arg, kind, given, kind);
             return MPI_ERR_UNSUPPORTED_OPERATION;
         }
     }

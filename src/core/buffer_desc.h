@@ -23,8 +23,9 @@ const char *buf_kind_word(BufKind kind);
 Accel *accel_for_buf_type(int mpix_acc_buf_value);
 
 // Decides the kind of `buf`: attributes first, then CUDA pointer autodetection. A kind that
-// is not built or has no usable device gives MPI_ERR_UNSUPPORTED_OPERATION.
-int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std::string *why);
+// is not built or has no usable device gives MPI_ERR_UNSUPPORTED_OPERATION. A message
+// about the buffer names it as the call's argument `arg` ("buf", or "sendbuf" ...).
+int classify_buffer(const void *buf, MPI_Datatype type, BufferAttrs *attrs, std::string *why, const char *arg = "buf");
 
 // No buffer can be of a device kind: no type carries an MPI-ACC attribute, and CUDA
 // pointers are not looked for. The calls that only refuse device buffers (collectives,
