@@ -24,8 +24,8 @@ std::shared_ptr<const std::vector<std::int64_t>> prefix_starts(const std::vector
     return starts;
 }
 
-// Runs (offsets from 0) already merged where they abut; a list of equal runs at one
-// distance becomes a repetition of one block.
+}  // namespace
+
 NodeP runs_node(std::vector<Run> runs) {
     if (runs.empty()) return empty_node();
     if (runs.size() == 1) return block_node(runs[0].offset, runs[0].length);
@@ -54,8 +54,6 @@ void append_run(std::vector<Run> *runs, std::int64_t offset, std::int64_t length
     }
     runs->push_back(Run{offset, length});
 }
-
-}  // namespace
 
 NodeP empty_node() {
     static const NodeP empty = [] {

@@ -48,6 +48,10 @@ NodeP block_node(std::int64_t offset, std::int64_t length);
 NodeP shifted(const NodeP &node, std::int64_t by);
 NodeP repeat_node(std::int64_t offset, std::int64_t count, std::int64_t stride, const NodeP &child);
 NodeP sequence_node(const std::vector<NodeP> &parts);
+// Runs (offsets from 0) as a node: built with append_run, which merges a run that
+// continues the last; equal runs at one distance become a repetition of one block.
+void append_run(std::vector<Run> *runs, std::int64_t offset, std::int64_t length);
+NodeP runs_node(std::vector<Run> runs);
 
 // The node's strided form with up to kMaxStridedDims dimensions (dims: how many are
 // used); false when it has none.
