@@ -6,6 +6,7 @@
  * MPIACC-TEST-RANKS: 1 */
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -342,6 +343,32 @@ int main(int argc, char **argv) {
         Tally tally;
         MT_CHECK(check_type(rng, s, 3, 7, &tally), "struct of f90 real and integer");
         MPI_Type_free(&s);
+    }
+
+    MT_CASE("mpi_bottom_with_absolute_addresses_packs_and_unpacks_any_range") {
+        double a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+        MPI_Aint at[2];
+        MPI_Get_address(&a[1], &at[0]);
+        MPI_Get_address(&b[2], &at[1]);
+        const int lengths[2] = {1, 2};
+        MPI_Datatype t;
+        MPI_Type_create_hindexed(2, lengths, at, MPI_DOUBLE, &t);
+        MPI_Type_commit(&t);
+        auto flat = flat_of(t);
+        double out[3] = {0, 0, 0};
+        const int rc =
+            flat ? mpiacc::pack_bytes(*flat, MPI_BOTTOM, 1, 4, 20, reinterpret_cast<char *>(out) + 4) : MPI_ERR_TYPE;
+        const double expect[3] = {2, 7, 8};
+        MT_CHECK(
+            rc == MPI_SUCCESS &&
+                std::memcmp(reinterpret_cast<char *>(out) + 4, reinterpret_cast<const char *>(expect) + 4, 20) == 0 &&
+                std::memcmp(out, "\0\0\0\0", 4) == 0,
+            "packed bytes [4, 24) differ, or bytes before them were written");
+        const double in[3] = {-1, -2, -3};
+        if (flat) mpiacc::unpack_bytes(*flat, in, 24, MPI_BOTTOM, 1, 0);
+        MT_CHECK(a[0] == 1 && a[1] == -1 && a[2] == 3 && b[1] == 6 && b[2] == -2 && b[3] == -3,
+                 "unpacked into a %g %g %g, b %g %g %g", a[0], a[1], a[2], b[1], b[2], b[3]);
+        MPI_Type_free(&t);
     }
 
     MT_CASE("device_copies_are_made_once_per_key_and_released_with_the_type") {
