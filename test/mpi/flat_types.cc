@@ -321,9 +321,11 @@ int main(int argc, char **argv) {
         MPI_Datatype u;
         MPI_Type_contiguous(5, MPI_SHORT, &u);
         MPI_Type_commit(&u);
+        const long long before_new = mpiacc_counter_value("datatype.flatten");
         auto c = flat_of(u);
-        MT_CHECK(c && c->size() == 10 && c->dense(), "the new type's size %lld (handle %s)",
-                 c ? (long long)c->size() : -1, u == old_handle ? "reused" : "not reused");
+        MT_CHECK(c && c->size() == 10 && c->dense() && mpiacc_counter_value("datatype.flatten") == before_new + 1,
+                 "the new type's size %lld, flattened %lld times (handle %s)", c ? (long long)c->size() : -1,
+                 mpiacc_counter_value("datatype.flatten") - before_new, u == old_handle ? "reused" : "not reused");
         MT_CHECK(a && a->size() == 12 && a->runs().size() == 3, "the old form lives while it is held");
         MPI_Type_free(&u);
     }
