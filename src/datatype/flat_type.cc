@@ -102,11 +102,12 @@ std::unordered_map<MPI_Datatype, std::shared_ptr<const FlatType>> flat_cache;
 
 // MPI has no query for "committed": MPI_Pack_size refuses an uncommitted type, and does
 // so through its communicator's handler, so it is asked on a private copy of
-// MPI_COMM_SELF whose errors return.
+// MPI_COMM_SELF whose errors return. Made by a split, which, unlike a dup, runs no
+// attribute copy callbacks a program set on MPI_COMM_SELF.
 MPI_Comm probe_comm() {
     static MPI_Comm comm = [] {
         MPI_Comm c = MPI_COMM_NULL;
-        if (PMPI_Comm_dup(MPI_COMM_SELF, &c) == MPI_SUCCESS) PMPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+        if (PMPI_Comm_split(MPI_COMM_SELF, 0, 0, &c) == MPI_SUCCESS) PMPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
         return c;
     }();
     return comm;
