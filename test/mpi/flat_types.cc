@@ -215,7 +215,7 @@ int main(int argc, char **argv) {
     MT_CASE("random_nested_types_pack_and_unpack_as_mpich_does") {
         const std::uint64_t seed = chosen_seed();
         std::mt19937_64 rng(seed);
-        const int kTypes = 20000;
+        const int kTypes = 50000;
         int done = 0;
         Tally tally;
         const double start = MPI_Wtime();
