@@ -1,9 +1,52 @@
 #include "accel/cuda/pack_plan.h"
 
+#include <mpi.h>
+
 #include <algorithm>
+
+#include "util/error.h"
 
 namespace mpiacc {
 namespace cuda {
+
+namespace {
+
+// `p` moved by `bytes`: at MPI_BOTTOM `p` is null and the offsets are addresses.
+char *moved(char *p, std::int64_t bytes) {
+    return reinterpret_cast<char *>(reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(bytes));
+}
+
+}  // namespace
+
+int choose_pack(const FlatType &flat, char *origin, std::int64_t count, std::int64_t first, std::int64_t len,
+                char *packed, bool pack, PackChoice *choice, std::string *why) {
+    const std::int64_t size = flat.size();
+    if (count < 0 || first < 0 || len < 0 || (size > 0 && count > INT64_MAX / size) || first > count * size - len) {
+        *why = format("device %s of packed bytes [%lld, %lld) of %lld elements of %lld bytes: outside the packed data",
+                      pack ? "pack" : "unpack", static_cast<long long>(first), static_cast<long long>(first) + len,
+                      static_cast<long long>(count), static_cast<long long>(size));
+        return MPI_ERR_ARG;
+    }
+    *choice = PackChoice{};
+    if (len == 0) return MPI_SUCCESS;
+    if (flat.dense()) {
+        // One run of count * size bytes: a copy engine moves it at full speed.
+        char *spread = moved(origin, flat.true_lb() + first);
+        choice->kind = PackChoice::Kind::COPY;
+        choice->copy_to = pack ? packed : spread;
+        choice->copy_from = pack ? spread : packed;
+        choice->copy_bytes = len;
+        return MPI_SUCCESS;
+    }
+    if (flat.strided(count, &choice->form) && choice->form.block > 0) {
+        choice->kind = PackChoice::Kind::STRIDED;
+        choice->base = moved(origin, choice->form.offset);
+        choice->word = strided_word_bytes(choice->form, choice->base, packed, first, len);
+        return MPI_SUCCESS;
+    }
+    choice->kind = PackChoice::Kind::UNITS;
+    return MPI_SUCCESS;
+}
 
 unsigned strided_word_bytes(const StridedForm &form, const char *base, const void *packed, std::int64_t first,
                             std::int64_t len) {
