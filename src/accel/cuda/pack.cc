@@ -101,7 +101,6 @@ struct PackKernels::Device {
     std::once_flag once;
     std::uint64_t strided_grid[2][5] = {};
     std::uint64_t units_grid[2] = {};
-    const char *step = nullptr;  // the call that failed, with `error`
     cudaError_t error = cudaSuccess;
 };
 
@@ -182,23 +181,23 @@ int PackKernels::enqueue(const FlatType &flat, char *origin, std::int64_t count,
     Device &device = devices_[static_cast<std::size_t>(ordinal)];
     std::call_once(device.once, [this, &device, ordinal] {
         int multiprocessors = 0;
-        device.step = "cudaDeviceGetAttribute(cudaDevAttrMultiProcessorCount)";
         device.error = quiet(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, ordinal));
-        auto full = [&](cudaKernel_t kernel, const char *name, std::uint64_t *grid) {
+        // Where the occupancy is unknown, two blocks a multiprocessor fit any of these
+        // kernels (at most 128 registers a thread) and keep enough bytes in flight.
+        auto full = [&](cudaKernel_t kernel, std::uint64_t *grid) {
             int blocks = 0;
-            if (device.error != cudaSuccess) return;
-            device.step = name;
-            device.error = quiet(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                &blocks, reinterpret_cast<const void *>(kernel), kThreadsPerBlock, 0));
+            if (quiet(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, reinterpret_cast<const void *>(kernel),
+                                                                    kThreadsPerBlock, 0)) != cudaSuccess)
+                blocks = 2;
             *grid = static_cast<std::uint64_t>(std::max(blocks, 1)) * static_cast<std::uint64_t>(multiprocessors);
         };
         for (int kind = 0; kind < 2; ++kind) {
-            for (int w = 0; w < 5; ++w) full(strided_[kind][w], kStridedNames[kind][w], &device.strided_grid[kind][w]);
-            full(units_[kind], kUnitsNames[kind], &device.units_grid[kind]);
+            for (int w = 0; w < 5; ++w) full(strided_[kind][w], &device.strided_grid[kind][w]);
+            full(units_[kind], &device.units_grid[kind]);
         }
     });
     if (device.error != cudaSuccess) {
-        *why = format("device %s: sizing the pack kernels' grid on device %d: %s: %s", verb, ordinal, device.step,
+        *why = format("device %s: cudaDeviceGetAttribute(cudaDevAttrMultiProcessorCount, %d): %s", verb, ordinal,
                       cuda_text(device.error).c_str());
         return MPI_ERR_OTHER;
     }
