@@ -271,17 +271,16 @@ private:
                 default: strided<unsigned char>(a, pack, threads); break;
             }
         } else if (choice.kind == PackChoice::Kind::UNITS) {
-            const std::uint64_t warps = 1 + (*rng_)() % 40;
             mpiacc::cuda::UnitsArgs a =
                 mpiacc::cuda::plan_units(flat.units(), flat.size(), flat.extent(), origin, packed, first, len);
             a.units = reinterpret_cast<const mpiacc::cuda::DeviceUnit *>(flat.units().data());
-            for (std::uint64_t w = 0; w < warps; ++w)
-                for (unsigned lane = 0; lane < mpiacc::cuda::kWarpLanes; ++lane) {
-                    if (pack)
-                        mpiacc::cuda::units_warp<true>(a, w, warps, lane);
-                    else
-                        mpiacc::cuda::units_warp<false>(a, w, warps, lane);
-                }
+            const std::uint64_t threads = (1 + (*rng_)() % 40) << a.lane_shift;
+            for (std::uint64_t t = 0; t < threads; ++t) {
+                if (pack)
+                    mpiacc::cuda::units_thread<true>(a, t, threads);
+                else
+                    mpiacc::cuda::units_thread<false>(a, t, threads);
+            }
         }
         return MPI_SUCCESS;
     }

@@ -43,9 +43,9 @@ void run_strided(const StridedArgs &a, unsigned word, std::uint64_t threads) {
 }
 
 template <bool kPack>
-void run_units(const UnitsArgs &a, std::uint64_t warps) {
-    for (std::uint64_t w = 0; w < warps; ++w)
-        for (unsigned lane = 0; lane < kWarpLanes; ++lane) units_warp<kPack>(a, w, warps, lane);
+void run_units(const UnitsArgs &a, std::uint64_t groups) {
+    const std::uint64_t threads = groups << a.lane_shift;
+    for (std::uint64_t t = 0; t < threads; ++t) units_thread<kPack>(a, t, threads);
 }
 
 // Offsets of each packed byte in the buffer, in packed order.
@@ -198,14 +198,17 @@ TEST(PackBody, WorkUnitsAnyRangeAnyGrid) {
         const std::vector<std::int64_t> map = units_map(units, extent, count);
         std::vector<DeviceUnit> device_units;
         for (const WorkUnit &u : units) device_units.push_back({u.offset, u.packed, u.length});
-        const std::uint64_t warps = std::uint64_t{1} << (rng() % 7);
+        const std::uint64_t groups = 1 + rng() % 70;
+        // The planned group size, and any other in some shapes.
+        const int lane_shift = rng() % 2 ? -1 : static_cast<int>(rng() % (kMaxLaneShift + 1));
         auto run = [&](bool pack, char *origin, std::int64_t first, std::int64_t len, char *packed) {
             UnitsArgs a = plan_units(units, size, extent, origin, packed, first, len);
             a.units = device_units.data();
+            if (lane_shift >= 0) a.lane_shift = static_cast<unsigned>(lane_shift);
             if (pack)
-                run_units<true>(a, warps);
+                run_units<true>(a, groups);
             else
-                run_units<false>(a, warps);
+                run_units<false>(a, groups);
         };
         check_ranges(
             map, lo, hi + (count - 1) * extent, rng,
@@ -213,6 +216,15 @@ TEST(PackBody, WorkUnitsAnyRangeAnyGrid) {
             [&](char *o, std::int64_t f, std::int64_t l, char *p) { run(false, o, f, l, p); }, "units");
         if (HasFatalFailure()) return;
     }
+}
+
+TEST(PackBody, UnitsGroupIsAboutOneWordALane) {
+    const std::vector<WorkUnit> small = {{0, 0, 8}, {16, 8, 8}};
+    EXPECT_EQ(plan_units(small, 16, 32, nullptr, nullptr, 0, 16).lane_shift, 0u);
+    const std::vector<WorkUnit> mid = {{0, 0, 100}};
+    EXPECT_EQ(plan_units(mid, 100, 200, nullptr, nullptr, 0, 100).lane_shift, 3u);  // 8 lanes
+    const std::vector<WorkUnit> full = {{0, 0, kUnitBytes}, {2048, kUnitBytes, kUnitBytes}};
+    EXPECT_EQ(plan_units(full, 2 * kUnitBytes, 4096, nullptr, nullptr, 0, 100).lane_shift, kMaxLaneShift);
 }
 
 TEST(PackBody, UnitsPlanCoversOnlyTheRangesPairs) {

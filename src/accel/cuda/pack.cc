@@ -259,8 +259,8 @@ int PackKernels::enqueue_units(const FlatType &flat, Device &device, char *origi
     }
     UnitsArgs args = plan_units(units, flat.size(), flat.extent(), origin, packed, first, len);
     args.units = on_device.units();
-    const std::uint64_t warps_per_block = kThreadsPerBlock / kWarpLanes;
-    std::uint64_t blocks = (args.pairs + warps_per_block - 1) / warps_per_block;
+    const std::uint64_t groups_per_block = kThreadsPerBlock >> args.lane_shift;
+    std::uint64_t blocks = (args.pairs + groups_per_block - 1) / groups_per_block;
     blocks = std::min(blocks, device.units_grid[pack ? 0 : 1]);
     void *params[] = {&args};
     e = quiet(cudaLaunchKernel(reinterpret_cast<const void *>(units_[pack ? 0 : 1]),

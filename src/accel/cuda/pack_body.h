@@ -30,6 +30,7 @@ struct alignas(16) Word16 {
 // Words a thread loads before it stores any: independent loads in flight hide latency.
 constexpr unsigned kPackUnroll = 4;
 constexpr unsigned kWarpLanes = 32;
+constexpr unsigned kMaxLaneShift = 5;  // a group is at most a warp
 
 // The strided kernels: words [0, words) of the packed range, word k at packed[k]. Word k
 // is word `w` of block (i0, i1, i2) of the StridedForm; the block is at
@@ -124,8 +125,10 @@ struct DeviceUnit {
 };
 
 // The generic kernels: (element, unit) pairs [first_pair, first_pair + pairs), pair
-// e * units + u being unit u of element e, one warp per pair. Each pair's bytes are clipped
-// to the packed range [first, first + len), which starts at `packed`.
+// e * units + u being unit u of element e, each moved by a group of 1 << lane_shift lanes
+// of one warp (BRIEF D3's warp per unit where units are long; fewer lanes, and so more
+// pairs at once, where they are short). Each pair's bytes are clipped to the packed
+// range [first, first + len), which starts at `packed`.
 struct UnitsArgs {
     const DeviceUnit *units;
     char *origin;  // the user's buffer argument
@@ -134,65 +137,67 @@ struct UnitsArgs {
     std::int64_t extent, size;
     std::uint64_t first_pair, pairs;
     std::int64_t first, len;
+    unsigned lane_shift;
 };
 
 template <typename Word>
-MPIACC_PACK_HD void warp_copy_words(Word *dst, const Word *src, std::uint64_t words, unsigned lane) {
-    for (std::uint64_t i = lane; i < words; i += kPackUnroll * kWarpLanes) {
+MPIACC_PACK_HD void group_copy_words(Word *dst, const Word *src, std::uint64_t words, unsigned lane, unsigned lanes) {
+    for (std::uint64_t i = lane; i < words; i += kPackUnroll * lanes) {
         Word v[kPackUnroll];
 #ifdef __CUDACC__
 #pragma unroll
 #endif
         for (unsigned u = 0; u < kPackUnroll; ++u)
-            if (i + u * kWarpLanes < words) v[u] = src[i + u * kWarpLanes];
+            if (i + u * lanes < words) v[u] = src[i + u * lanes];
 #ifdef __CUDACC__
 #pragma unroll
 #endif
         for (unsigned u = 0; u < kPackUnroll; ++u)
-            if (i + u * kWarpLanes < words) dst[i + u * kWarpLanes] = v[u];
+            if (i + u * lanes < words) dst[i + u * lanes] = v[u];
     }
 }
 
-// `n` bytes by one warp's lane `lane`. Ends with the same misalignment share a word
-// size: bytes up to the source's word boundary, then words, then the tail's bytes (the
-// prologue and epilogue of BRIEF D2). The choice depends only on the addresses, so the
-// whole warp takes the same branch.
-MPIACC_PACK_HD void warp_copy(char *dst, const char *src, std::uint64_t n, unsigned lane) {
+// `n` bytes by lane `lane` of a group of `lanes`. Ends with the same misalignment share a
+// word size: bytes up to the source's word boundary, then words, then the tail's bytes
+// (the prologue and epilogue of BRIEF D2). The choice depends only on the addresses, so
+// the whole group takes the same branch.
+MPIACC_PACK_HD void group_copy(char *dst, const char *src, std::uint64_t n, unsigned lane, unsigned lanes) {
     const std::uint64_t skew = reinterpret_cast<std::uintptr_t>(dst) ^ reinterpret_cast<std::uintptr_t>(src);
     const std::uint64_t word = (skew & 15) == 0 ? 16 : (skew & 7) == 0 ? 8 : (skew & 3) == 0 ? 4 : 1;
     std::uint64_t head = (word - (reinterpret_cast<std::uintptr_t>(src) & (word - 1))) & (word - 1);
     if (head > n) head = n;
-    if (lane < head) dst[lane] = src[lane];
+    for (std::uint64_t i = lane; i < head; i += lanes) dst[i] = src[i];
     const std::uint64_t words = (n - head) / word;
     char *d = dst + head;
     const char *s = src + head;
     switch (word) {
         case 16:
-            warp_copy_words(reinterpret_cast<Word16 *>(d), reinterpret_cast<const Word16 *>(s), words, lane);
+            group_copy_words(reinterpret_cast<Word16 *>(d), reinterpret_cast<const Word16 *>(s), words, lane, lanes);
             break;
         case 8:
-            warp_copy_words(reinterpret_cast<std::uint64_t *>(d), reinterpret_cast<const std::uint64_t *>(s), words,
-                            lane);
+            group_copy_words(reinterpret_cast<std::uint64_t *>(d), reinterpret_cast<const std::uint64_t *>(s), words,
+                             lane, lanes);
             break;
         case 4:
-            warp_copy_words(reinterpret_cast<std::uint32_t *>(d), reinterpret_cast<const std::uint32_t *>(s), words,
-                            lane);
+            group_copy_words(reinterpret_cast<std::uint32_t *>(d), reinterpret_cast<const std::uint32_t *>(s), words,
+                             lane, lanes);
             break;
-        default: warp_copy_words(d, s, words, lane); break;
+        default: group_copy_words(d, s, words, lane, lanes); break;
     }
-    const std::uint64_t done = head + words * word;
-    for (std::uint64_t i = done + lane; i < n; i += kWarpLanes) dst[i] = src[i];
+    for (std::uint64_t i = head + words * word + lane; i < n; i += lanes) dst[i] = src[i];
 }
 
-// Warp `warp` of `warps`, lane `lane`. The next pair's unit is loaded before this
-// pair's bytes move: its latency then overlaps the copy instead of following it.
+// Group `group` of `groups`, lane `lane` of the group. The next pair's unit is loaded
+// before this pair's bytes move: its latency then overlaps the copy instead of
+// following it.
 template <bool kPack>
-MPIACC_PACK_HD void units_warp(const UnitsArgs &a, std::uint64_t warp, std::uint64_t warps, unsigned lane) {
-    if (warp >= a.pairs) return;
-    std::uint64_t element = (a.first_pair + warp) / a.unit_count;
-    DeviceUnit unit = a.units[a.first_pair + warp - element * a.unit_count];
-    for (std::uint64_t k = warp; k < a.pairs; k += warps) {
-        const std::uint64_t next = k + warps;
+MPIACC_PACK_HD void units_group(const UnitsArgs &a, std::uint64_t group, std::uint64_t groups, unsigned lane) {
+    if (group >= a.pairs) return;
+    const unsigned lanes = 1u << a.lane_shift;
+    std::uint64_t element = (a.first_pair + group) / a.unit_count;
+    DeviceUnit unit = a.units[a.first_pair + group - element * a.unit_count];
+    for (std::uint64_t k = group; k < a.pairs; k += groups) {
+        const std::uint64_t next = k + groups;
         std::uint64_t next_element = 0;
         DeviceUnit next_unit{0, 0, 0};
         if (next < a.pairs) {
@@ -208,13 +213,20 @@ MPIACC_PACK_HD void units_warp(const UnitsArgs &a, std::uint64_t warp, std::uint
             char *spread = a.origin + static_cast<std::int64_t>(element) * a.extent + unit.offset + (lo - at);
             char *packed = a.packed + (lo - a.first);
             if (kPack)
-                warp_copy(packed, spread, static_cast<std::uint64_t>(hi - lo), lane);
+                group_copy(packed, spread, static_cast<std::uint64_t>(hi - lo), lane, lanes);
             else
-                warp_copy(spread, packed, static_cast<std::uint64_t>(hi - lo), lane);
+                group_copy(spread, packed, static_cast<std::uint64_t>(hi - lo), lane, lanes);
         }
         element = next_element;
         unit = next_unit;
     }
+}
+
+// Thread `thread` of `threads` (a multiple of the group size).
+template <bool kPack>
+MPIACC_PACK_HD void units_thread(const UnitsArgs &a, std::uint64_t thread, std::uint64_t threads) {
+    units_group<kPack>(a, thread >> a.lane_shift, threads >> a.lane_shift,
+                       static_cast<unsigned>(thread & ((1u << a.lane_shift) - 1)));
 }
 
 }  // namespace cuda

@@ -37,10 +37,10 @@ MPIACC_STRIDED_KERNELS(4, unsigned int)
 MPIACC_STRIDED_KERNELS(8, unsigned long long)
 MPIACC_STRIDED_KERNELS(16, uint4)
 
-// Any type's work units, one warp a unit (BRIEF D3).
+// Any type's work units, a group of lanes a unit (BRIEF D3).
 extern "C" __global__ void __launch_bounds__(MPIACC_PACK_THREADS) mpiacc_pack_units(UnitsArgs a) {
-    mpiacc::cuda::units_warp<true>(a, pack_thread() / 32, pack_threads() / 32, threadIdx.x % 32);
+    mpiacc::cuda::units_thread<true>(a, pack_thread(), pack_threads());
 }
 extern "C" __global__ void __launch_bounds__(MPIACC_PACK_THREADS) mpiacc_unpack_units(UnitsArgs a) {
-    mpiacc::cuda::units_warp<false>(a, pack_thread() / 32, pack_threads() / 32, threadIdx.x % 32);
+    mpiacc::cuda::units_thread<false>(a, pack_thread(), pack_threads());
 }

@@ -109,6 +109,9 @@ UnitsArgs plan_units(const std::vector<WorkUnit> &units, std::int64_t size, std:
     const std::uint64_t last_pair =
         static_cast<std::uint64_t>(last / size) * a.unit_count + unit_at(units, last % size);
     a.pairs = last_pair - a.first_pair + 1;
+    // About one 16-byte word a lane per unit: short units leave no lane idle.
+    const std::int64_t average = size / static_cast<std::int64_t>(units.size());
+    while (a.lane_shift < kMaxLaneShift && (std::int64_t{16} << a.lane_shift) < average) ++a.lane_shift;
     return a;
 }
 

@@ -40,7 +40,8 @@ unsigned strided_word_bytes(const StridedForm &form, const char *base, const voi
 StridedArgs plan_strided(const StridedForm &form, char *base, char *packed, std::int64_t first, std::int64_t len,
                          unsigned word, std::uint64_t threads);
 
-// The generic kernel's arguments (units left null: the caller puts the device copy in).
+// The generic kernel's arguments (units left null: the caller puts the device copy in),
+// with the lanes a unit from the units' average length.
 // `units` are one element's, in packed order, covering [0, size); len > 0.
 UnitsArgs plan_units(const std::vector<WorkUnit> &units, std::int64_t size, std::int64_t extent, char *origin,
                      char *packed, std::int64_t first, std::int64_t len);
