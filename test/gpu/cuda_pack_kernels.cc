@@ -497,6 +497,63 @@ void run_case(Packer &packer, const Case &c, std::mt19937_64 &rng, bool unpack) 
     packer.release_pinned(b.host_packed);
 }
 
+// MPI_BOTTOM: a type whose displacements are the addresses of a buffer in the packer's
+// memory, packed and unpacked with a null origin, against PMPI_Pack of the same
+// displacements relative to a host copy.
+void check_bottom(Packer &packer, std::mt19937_64 &rng) {
+    const int n = 9;
+    const int lens[n] = {1, 3, 0, 2, 5, 1, 4, 2, 7};
+    MPI_Aint relative[n];
+    for (int i = 0; i < n; ++i) relative[i] = 64 * (n - i) + 4 * (i % 3);  // descending, as a struct may be
+    const std::size_t bytes = 64 * (n + 2);
+    char *dev = packer.alloc(bytes);
+    std::vector<unsigned char> host(bytes);
+    for (auto &x : host) x = static_cast<unsigned char>(rng());
+    packer.put(dev, host.data(), bytes);
+    MPI_Aint absolute[n];
+    for (int i = 0; i < n; ++i) absolute[i] = reinterpret_cast<MPI_Aint>(dev) + relative[i];
+    MPI_Datatype rel, abs;
+    MPI_Type_create_hindexed(n, lens, relative, MPI_INT, &rel);
+    MPI_Type_create_hindexed(n, lens, absolute, MPI_INT, &abs);
+    MPI_Type_commit(&rel);
+    MPI_Type_commit(&abs);
+    int size = 0, position = 0;
+    MPI_Type_size(rel, &size);
+    std::vector<unsigned char> want(static_cast<std::size_t>(size)), got(want.size());
+    PMPI_Pack(host.data(), 1, rel, want.data(), size, &position, MPI_COMM_SELF);
+    int error = MPI_SUCCESS;
+    std::string why;
+    std::shared_ptr<const FlatType> flat = mpiacc::flat_type(abs, &error, &why);
+    MT_CHECK(flat, "flat_type of absolute displacements: %d %s", error, why.c_str());
+    char *out = packer.alloc(static_cast<std::size_t>(size));
+    if (flat) {
+        int rc = packer.pack(*flat, nullptr, 1, 0, size, out, &why);
+        MT_CHECK(rc == MPI_SUCCESS, "pack at MPI_BOTTOM: %d %s", rc, why.c_str());
+        packer.finish();
+        packer.get(got.data(), out, got.size());
+        MT_CHECK(got == want, "pack at MPI_BOTTOM: the packed bytes differ from PMPI_Pack's (seed %llu)",
+                 (unsigned long long)kSeed);
+        // Unpack other bytes into a cleared buffer: exactly the type's bytes come back.
+        for (auto &x : want) x = static_cast<unsigned char>(rng());
+        std::vector<unsigned char> expect(bytes, 0);
+        position = 0;
+        PMPI_Unpack(want.data(), size, &position, expect.data(), 1, rel, MPI_COMM_SELF);
+        packer.fill(dev, 0, bytes);
+        packer.put(out, want.data(), want.size());
+        rc = packer.unpack(*flat, nullptr, 1, 0, size, out, &why);
+        MT_CHECK(rc == MPI_SUCCESS, "unpack at MPI_BOTTOM: %d %s", rc, why.c_str());
+        packer.finish();
+        std::vector<unsigned char> back(bytes);
+        packer.get(back.data(), dev, bytes);
+        MT_CHECK(back == expect, "unpack at MPI_BOTTOM: the buffer differs from PMPI_Unpack's (seed %llu)",
+                 (unsigned long long)kSeed);
+    }
+    packer.release(out);
+    packer.release(dev);
+    MPI_Type_free(&rel);
+    MPI_Type_free(&abs);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -581,6 +638,36 @@ int main(int argc, char **argv) {
             MT_CHECK(why.find("outside the packed data") != std::string::npos, "message: '%s'", why.c_str());
         }
     }
+    const std::string bottom_name = prefix + "bottom_absolute_displacements_match_pmpi_pack";
+    if (!skip.empty())
+        mt_skip(bottom_name.c_str(), skip.c_str());
+    else
+        MT_CASE(bottom_name.c_str()) { check_bottom(*packer, rng); }
+#ifndef PACK_TEST_ON_HOST
+    // Each device packs with its own copy of a type's work units.
+    const char *second = "second_device_packs_with_its_own_work_units";
+    if (!skip.empty()) {
+        mt_skip(second, skip.c_str());
+    } else if (devices < 2) {
+        mt_skip(second, "needs 2 CUDA devices");
+    } else {
+        MT_CASE(second) {
+            const Case &triangle = cases[8];
+            MT_CHECK(triangle.name == "indexed_lower_triangle", "case 8 is %s", triangle.name.c_str());
+            run_case(*packer, triangle, rng, false);  // device 0 first: its copy exists
+            int before = -1;
+            CK(cudaGetDevice(&before));
+            CK(cudaSetDevice(1));
+            {
+                GpuPacker on_second(&kernels);
+                run_case(on_second, triangle, rng, false);
+                run_case(on_second, triangle, rng, true);
+            }
+            CK(cudaSetDevice(before));
+            run_case(*packer, triangle, rng, true);
+        }
+    }
+#endif
     packer.reset();
     for (Case &c : cases) MPI_Type_free(&c.type);
     return mt_finalize();
