@@ -31,11 +31,13 @@ public:
     PackKernels &operator=(const PackKernels &) = delete;
 
     // Packs bytes [first, first + len) of the packed form of (origin, count, flat) into
-    // `out`, in order on `stream`, whose device must be current. `origin` is the buffer
-    // argument the type's offsets count from (a device address). Returns at once: the
-    // bytes are there when the stream reaches that point. An MPI error class, with *why
-    // naming what failed; MPI_ERR_UNSUPPORTED_OPERATION where the kernels are not built
-    // in or did not load.
+    // `out` (device memory, or pinned host memory the device reaches), in order on
+    // `stream`, whose device must be current. `origin` is the buffer argument the type's
+    // offsets count from (a device address; null at MPI_BOTTOM). Returns at once: the
+    // bytes are there when the stream reaches that point. The first generic pack of a
+    // type on a device allocates its units there (cudaMalloc, once). An MPI error class,
+    // with *why naming what failed; MPI_ERR_UNSUPPORTED_OPERATION where a kernel is
+    // needed and the kernels are not built in or did not load.
     int enqueue_pack(const FlatType &flat, const char *origin, std::int64_t count, std::int64_t first, std::int64_t len,
                      void *out, cudaStream_t stream, std::string *why);
     // The reverse: packed bytes [first, first + len) from `in` into (origin, count, flat).
@@ -61,7 +63,7 @@ private:
     cudaKernel_t strided_[2][5] = {};
     cudaKernel_t units_[2] = {};
     int device_count_ = 0;
-    // One per device: its multiprocessors, and the key of its copies of work units.
+    // One per device: its grid sizes, and (its address) the key of its copies of units.
     std::unique_ptr<Device[]> devices_;
 };
 
