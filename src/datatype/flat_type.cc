@@ -41,10 +41,10 @@ bool FlatType::strided(std::int64_t count, StridedForm *form) const {
 const std::vector<Run> &FlatType::runs() const {
     std::call_once(runs_once_, [this] {
         if (size_ == 0) return;
-        const flat::PieceSink::Fn collect = [this](std::int64_t offset, std::int64_t, std::int64_t length) {
+        auto collect = [this](std::int64_t offset, std::int64_t, std::int64_t length) {
             runs_.push_back(Run{offset, length});
         };
-        flat::PieceSink sink(collect);
+        flat::PieceSink<decltype(collect)> sink(collect);
         flat::walk(*shape_->root, 0, 0, size_, sink);
         sink.flush();
     });
@@ -74,7 +74,7 @@ void FlatType::for_each_piece(
         f(true_lb_ + first, 0, len);
         return;
     }
-    flat::PieceSink sink(f);
+    flat::PieceSink<const std::function<void(std::int64_t, std::int64_t, std::int64_t)>> sink(f);
     std::int64_t element = first / size_, within = first - element * size_, done = 0;
     while (done < len) {
         const std::int64_t take = std::min(size_ - within, len - done);
@@ -199,10 +199,94 @@ void forget_flat_type(MPI_Datatype type) {
     // Released here, out of the lock: device copies free device memory.
 }
 
+namespace {
+
+// memcpy of a size the compiler sees for the common small blocks.
+inline void copy_bytes(char *to, const char *from, std::int64_t n) {
+    switch (n) {
+        case 1: *to = *from; return;
+        case 2: std::memcpy(to, from, 2); return;
+        case 4: std::memcpy(to, from, 4); return;
+        case 8: std::memcpy(to, from, 8); return;
+        case 16: std::memcpy(to, from, 16); return;
+        default: std::memcpy(to, from, static_cast<std::size_t>(n)); return;
+    }
+}
+
+// n blocks of `take` bytes, `stride` apart, to or from consecutive packed bytes; the
+// common small sizes are constants to the compiler.
+template <bool kPack, std::int64_t kTake>
+void copy_row_of(char *at, std::int64_t stride, char *packed, std::int64_t n) {
+    for (std::int64_t k = 0; k < n; ++k, at += stride, packed += kTake) {
+        if (kPack) {
+            std::memcpy(packed, at, kTake);
+        } else {
+            std::memcpy(at, packed, kTake);
+        }
+    }
+}
+
+template <bool kPack>
+void copy_row(char *at, std::int64_t stride, char *packed, std::int64_t take, std::int64_t n) {
+    switch (take) {
+        case 4: copy_row_of<kPack, 4>(at, stride, packed, n); return;
+        case 8: copy_row_of<kPack, 8>(at, stride, packed, n); return;
+        case 16: copy_row_of<kPack, 16>(at, stride, packed, n); return;
+        default: break;
+    }
+    for (std::int64_t k = 0; k < n; ++k, at += stride, packed += take) {
+        if (kPack) {
+            copy_bytes(packed, at, take);
+        } else {
+            copy_bytes(at, packed, take);
+        }
+    }
+}
+
+// Packed bytes [first, first + len) of a strided form, indices computed from `first`:
+// the loop nest of the form, without a piece callback per block.
+template <bool kPack>
+void copy_strided(const StridedForm &f, const void *buf, std::int64_t first, std::int64_t len, char *packed) {
+    const std::int64_t b = first / f.block;
+    std::int64_t within = first - b * f.block;
+    std::int64_t i0 = b % f.count[0], i1 = (b / f.count[0]) % f.count[1], i2 = b / (f.count[0] * f.count[1]);
+    for (std::int64_t done = 0; done < len;) {
+        char *at = typed_address(
+            buf, static_cast<MPI_Aint>(f.offset + i0 * f.stride[0] + i1 * f.stride[1] + i2 * f.stride[2] + within));
+        // Whole blocks along the innermost dimension, then at most one part of a block.
+        std::int64_t n = within == 0 ? std::min(f.count[0] - i0, (len - done) / f.block) : 0;
+        std::int64_t take = f.block;
+        if (n == 0) {
+            n = 1;
+            take = std::min(f.block - within, len - done);
+        }
+        copy_row<kPack>(at, f.stride[0], packed + done, take, n);
+        done += n * take;
+        within = take < f.block - within ? within + take : 0;
+        if (within != 0) break;  // the range ended inside a block
+        i0 += n;
+        if (i0 == f.count[0]) {
+            i0 = 0;
+            if (++i1 == f.count[1]) {
+                i1 = 0;
+                ++i2;
+            }
+        }
+    }
+}
+
+}  // namespace
+
 int pack_bytes(const FlatType &flat, const void *buf, std::int64_t count, std::int64_t first, std::int64_t len,
                void *out) {
     if (count < 0 || first < 0 || len < 0 || first + len > count * flat.size()) return MPI_ERR_COUNT;
+    if (len == 0) return MPI_SUCCESS;
     char *to = static_cast<char *>(out);
+    StridedForm form;
+    if (flat.strided(count, &form)) {
+        copy_strided<true>(form, buf, first, len, to);
+        return MPI_SUCCESS;
+    }
     flat.for_each_piece(count, first, len, [&](std::int64_t offset, std::int64_t packed, std::int64_t length) {
         std::memcpy(to + packed, typed_address(buf, static_cast<MPI_Aint>(offset)), static_cast<std::size_t>(length));
     });
@@ -212,7 +296,13 @@ int pack_bytes(const FlatType &flat, const void *buf, std::int64_t count, std::i
 int unpack_bytes(const FlatType &flat, const void *in, std::int64_t len, void *buf, std::int64_t count,
                  std::int64_t first) {
     if (count < 0 || first < 0 || len < 0 || first + len > count * flat.size()) return MPI_ERR_COUNT;
-    const char *from = static_cast<const char *>(in);
+    if (len == 0) return MPI_SUCCESS;
+    char *from = const_cast<char *>(static_cast<const char *>(in));
+    StridedForm form;
+    if (flat.strided(count, &form)) {
+        copy_strided<false>(form, buf, first, len, from);
+        return MPI_SUCCESS;
+    }
     flat.for_each_piece(count, first, len, [&](std::int64_t offset, std::int64_t packed, std::int64_t length) {
         std::memcpy(typed_address(buf, static_cast<MPI_Aint>(offset)), from + packed, static_cast<std::size_t>(length));
     });
