@@ -1,8 +1,11 @@
 #include "datatype/layout.h"
 
+#include "datatype/flat_type.h"
+
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -120,56 +123,18 @@ int free_datatype(MPI_Datatype *type) {
     // which take the state lock, and the state lock is held around describe_layout.
     int rc = PMPI_Type_free(type);
     if (rc == MPI_SUCCESS) {
-        std::lock_guard<std::mutex> lock(facts_mutex);
-        facts_cache.erase(freed);
+        {
+            std::lock_guard<std::mutex> lock(facts_mutex);
+            facts_cache.erase(freed);
+        }
+        forget_flat_type(freed);
     }
     return rc;
 }
 
-namespace {
-
-// MPICH 4.0.2's MPI_Pack and MPI_Unpack refuse a NULL buffer, though MPI_BOTTOM with a
-// type of absolute addresses is a valid one: the same bytes are reached from a non-null
-// base with the type moved back by that base. Owns the moved type, when one is made.
-class TypedBase {
-public:
-    TypedBase(const void *buf, int count, MPI_Datatype type, MPI_Aint true_lb) : base_(const_cast<void *>(buf)) {
-        count_ = count;
-        type_ = type;
-        if (buf != nullptr || true_lb == 0 || count == 0) return;
-        int len = count;
-        MPI_Aint disp = -true_lb;
-        if (PMPI_Type_create_struct(1, &len, &disp, &type, &moved_) != MPI_SUCCESS ||
-            PMPI_Type_commit(&moved_) != MPI_SUCCESS) {
-            error_ = MPI_ERR_TYPE;
-            return;
-        }
-        base_ = typed_address(nullptr, true_lb);
-        count_ = 1;
-        type_ = moved_;
-    }
-    ~TypedBase() {
-        if (moved_ != MPI_DATATYPE_NULL) PMPI_Type_free(&moved_);
-    }
-    TypedBase(const TypedBase &) = delete;
-    TypedBase &operator=(const TypedBase &) = delete;
-    void *base() const { return base_; }
-    int count() const { return count_; }
-    MPI_Datatype type() const { return type_; }
-    int error() const { return error_; }
-
-private:
-    void *base_;
-    int count_;
-    MPI_Datatype type_;
-    MPI_Datatype moved_ = MPI_DATATYPE_NULL;
-    int error_ = MPI_SUCCESS;
-};
-
-}  // namespace
-
-// MPI_Pack/Unpack have no byte-range form, so ranges of a non-contiguous layout go
-// through a packed copy of the whole message. Contiguous layouts never come here.
+// Non-contiguous layouts are copied piece by piece from the flattened type: any byte
+// range, without packing the whole message first, and MPI_BOTTOM with absolute
+// displacements (which MPICH 4.0.2's MPI_Pack refuses as a null buffer).
 int pack_range(const void *buf, int count, MPI_Datatype type, std::size_t offset, void *out, std::size_t len) {
     Layout l = describe_layout(count, type);
     if (l.error != MPI_SUCCESS) return l.error;
@@ -179,17 +144,15 @@ int pack_range(const void *buf, int count, MPI_Datatype type, std::size_t offset
         std::memcpy(out, typed_address(buf, l.true_lb + static_cast<MPI_Aint>(offset)), len);
         return MPI_SUCCESS;
     }
-    TypedBase from(buf, count, type, l.true_lb);
-    if (from.error() != MPI_SUCCESS) return from.error();
-    std::vector<char> packed(l.bytes);
-    int pos = 0;
-    int rc = PMPI_Pack(from.base(), from.count(), from.type(), packed.data(), static_cast<int>(l.bytes), &pos,
-                       MPI_COMM_SELF);
-    if (rc != MPI_SUCCESS) return rc;
-    std::memcpy(out, packed.data() + offset, len);
-    return MPI_SUCCESS;
+    int error = MPI_SUCCESS;
+    std::string why;
+    std::shared_ptr<const FlatType> flat = flat_type(type, &error, &why);
+    if (!flat) return error;
+    return pack_bytes(*flat, buf, count, static_cast<std::int64_t>(offset), static_cast<std::int64_t>(len), out);
 }
 
+// A message shorter than the buffer fills the first len bytes of its type map, the last
+// element partly, as MPICH's own receives do.
 int unpack_range(const void *packed, std::size_t len, void *buf, int count, MPI_Datatype type, std::size_t offset) {
     Layout l = describe_layout(count, type);
     if (l.error != MPI_SUCCESS) return l.error;
@@ -199,19 +162,11 @@ int unpack_range(const void *packed, std::size_t len, void *buf, int count, MPI_
         std::memcpy(typed_address(buf, l.true_lb + static_cast<MPI_Aint>(offset)), packed, len);
         return MPI_SUCCESS;
     }
-    // A message shorter than the buffer fills the first len bytes of its type map, the
-    // last element partly, as MPICH's own receives do; MPICH's MPI_Unpack stops where its
-    // input ends, so the elements the bytes reach are asked for with insize len.
-    if (offset != 0) return MPI_ERR_INTERN;
-    MPI_Count size;
-    PMPI_Type_size_x(type, &size);
-    if (size <= 0) return MPI_SUCCESS;
-    const std::size_t reached = (len + static_cast<std::size_t>(size) - 1) / static_cast<std::size_t>(size);
-    const int elements = static_cast<int>(std::min<std::size_t>(reached, static_cast<std::size_t>(count)));
-    TypedBase into(buf, elements, type, l.true_lb);
-    if (into.error() != MPI_SUCCESS) return into.error();
-    int pos = 0;
-    return PMPI_Unpack(packed, static_cast<int>(len), &pos, into.base(), into.count(), into.type(), MPI_COMM_SELF);
+    int error = MPI_SUCCESS;
+    std::string why;
+    std::shared_ptr<const FlatType> flat = flat_type(type, &error, &why);
+    if (!flat) return error;
+    return unpack_bytes(*flat, packed, static_cast<std::int64_t>(len), buf, count, static_cast<std::int64_t>(offset));
 }
 
 }  // namespace mpiacc
