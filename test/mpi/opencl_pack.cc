@@ -123,6 +123,14 @@ std::vector<NamedType> make_types() {
     MPI_Type_vector(512, 4, 6, MPI_INT, &t);
     list.push_back({"vector_many_blocks", committed(t), 8});
 
+    // More words than the strided kernel has work-items (2^18): each item steps through
+    // the form's three dimensions with carries.
+    int big_sizes[3] = {80, 70, 66}, big_sub[3] = {75, 65, 63}, big_at[3] = {2, 3, 1};
+    MPI_Type_create_subarray(3, big_sizes, big_sub, big_at, MPI_ORDER_C, MPI_CHAR, &t);
+    list.push_back({"subarray_3d_chars_large", committed(t), 1});
+    MPI_Type_create_subarray(3, big_sizes, big_sub, big_at, MPI_ORDER_C, MPI_SHORT, &t);
+    list.push_back({"subarray_3d_shorts_large", committed(t), 1});
+
     // A struct of vectors: element runs of different lengths, not strided.
     MPI_Type_vector(3, 1, 2, MPI_DOUBLE, &inner);
     MPI_Datatype mtypes[2] = {inner, MPI_SHORT};

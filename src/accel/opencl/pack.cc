@@ -17,8 +17,11 @@ constexpr const char *kProgram = "datatype_pack";
 // Work-group sizes: a strided or per-item launch, and a group per unit (two NVIDIA warps,
 // 64 work-items moving a 1 KiB unit in 16-byte words is one word each).
 constexpr std::size_t kItemGroup = 256, kUnitGroup = 64;
-// Grid-stride loops cover the rest: no launch needs more work-items than this.
+// Grid-stride loops cover the rest: no launch needs more work-items than this. The
+// strided kernel's items step without dividing, so it wants fewer of them, each looping:
+// about as many as a large GPU keeps resident (132 SMs x 2048 threads on an H100).
 constexpr std::size_t kMaxItems = std::size_t{1} << 22, kMaxGroups = std::size_t{1} << 16;
+constexpr std::size_t kStridedItems = std::size_t{1} << 18;
 // Units shorter than this on average get a work-item each, not a group.
 constexpr std::int64_t kGroupUnitBytes = 128;
 
@@ -143,7 +146,7 @@ int launch(const Launch &how, CacheEntry &entry, cl_command_queue queue, const F
         for (cl_uint i = 1; i < sizeof args / sizeof args[0]; ++i) set_arg(i + 2, args[i]);
         const std::size_t words = static_cast<std::size_t>((end + w - 1) / w - first / w);
         local = std::min(kItemGroup, kernel.max_group);
-        global = round_up(std::min(words, kMaxItems), local);
+        global = round_up(std::min(words, kStridedItems), local);
     } else {
         const std::vector<WorkUnit> &units = flat.units();
         const std::int64_t nunits = static_cast<std::int64_t>(units.size());

@@ -13,18 +13,25 @@ namespace opencl {
 
 inline constexpr const char *kPackKernelsSource = R"CLC(
 // Strided form: packed word w (W bytes) lies in block b = w / block_words, at word
-// w - b * block_words of it; b's coordinates (i0, i1, i2) give the block's typed offset.
-// The host picks W so that no word straddles a block and both sides are W-aligned; the
-// words at the two ends of [first, end) may be partial and move byte by byte. IDX is
-// uint when the word indices fit, for 32-bit divisions.
+// in = w - b * block_words of it; b's coordinates (i0, i1, i2) give the block's typed
+// offset. A work-item divides once, then steps by the grid's size in that mixed radix
+// (carries, no division: 32-bit division alone costs more than moving a word). The host
+// picks W so that no word straddles a block and both sides are W-aligned; the words at
+// the two ends of [first, end) may be partial and move byte by byte. IDX is uint when the
+// word indices fit.
 #define STRIDED_KERNEL(NAME, T, W, IDX, TO_PACKED)                                                                  \
     kernel void NAME(global uchar *typed, long base, global uchar *packed, long packed_start, long block_words,     \
                      long c0, long c1, long s0, long s1, long s2, long first, long end) {                           \
         const IDX wend = (IDX)((end + W - 1) / W), bw = (IDX)block_words, n0 = (IDX)c0, n1 = (IDX)c1;              \
-        for (IDX w = (IDX)(first / W) + (IDX)get_global_id(0); w < wend; w += (IDX)get_global_size(0)) {          \
-            const IDX b = w / bw, r = b / n0;                                                                       \
-            const long t = base + (long)(b - r * n0) * s0 + (long)(r % n1) * s1 + (long)(r / n1) * s2 +             \
-                           (long)(w - b * bw) * W;                                                                  \
+        IDX w = (IDX)(first / W) + (IDX)get_global_id(0);                                                           \
+        if (w >= wend) return;                                                                                      \
+        const IDX step = (IDX)get_global_size(0), step_b = step / bw, step_r = step_b / n0;                         \
+        const IDX step_in = step - step_b * bw, step_i0 = step_b - step_r * n0, step_i1 = step_r % n1,              \
+                  step_i2 = step_r / n1;                                                                            \
+        const IDX b = w / bw, r = b / n0;                                                                           \
+        IDX in = w - b * bw, i0 = b - r * n0, i1 = r % n1, i2 = r / n1;                                            \
+        for (; w < wend; w += step) {                                                                               \
+            const long t = base + (long)i0 * s0 + (long)i1 * s1 + (long)i2 * s2 + (long)in * W;                     \
             const long p = (long)w * W, q = packed_start + (p - first);                                             \
             if (p >= first && p + W <= end) {                                                                       \
                 if (TO_PACKED)                                                                                      \
@@ -40,6 +47,16 @@ inline constexpr const char *kPackKernelsSource = R"CLC(
                         typed[t + j] = packed[q + j];                                                               \
                 }                                                                                                   \
             }                                                                                                       \
+            in += step_in;                                                                                          \
+            IDX carry = in >= bw ? 1 : 0;                                                                           \
+            in -= carry * bw;                                                                                       \
+            i0 += step_i0 + carry;                                                                                  \
+            carry = i0 >= n0 ? 1 : 0;                                                                               \
+            i0 -= carry * n0;                                                                                       \
+            i1 += step_i1 + carry;                                                                                  \
+            carry = i1 >= n1 ? 1 : 0;                                                                               \
+            i1 -= carry * n1;                                                                                       \
+            i2 += step_i2 + carry;                                                                                  \
         }                                                                                                           \
     }
 
