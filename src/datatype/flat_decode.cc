@@ -2,8 +2,10 @@
 // forms) into the flattener's tree. MPICH keeps the arguments of a type made by an int
 // constructor in the int and address arrays, and those of a `_c` constructor in the
 // count array; both are read.
-#include <climits>
+#include <algorithm>
 #include <map>
+#include <new>
+#include <stdexcept>
 
 #include "datatype/flat_tree.h"
 
@@ -113,7 +115,8 @@ public:
 private:
     NodeP named(MPI_Datatype type) {
         MPI_Count size, tlb, textent;
-        if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS || PMPI_Type_get_true_extent_x(type, &tlb, &textent))
+        if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS ||
+            PMPI_Type_get_true_extent_x(type, &tlb, &textent) != MPI_SUCCESS)
             throw Failure{MPI_ERR_TYPE, "the datatype is not a valid datatype"};
         if (size == textent) return block_node(tlb, size);
         // The value-index pairs are structs with padding before the int (MPI_SHORT_INT,
@@ -272,8 +275,10 @@ private:
             case MPI_COMBINER_DARRAY: return darray(c);
             default: break;
         }
-        throw Failure{MPI_ERR_UNSUPPORTED_OPERATION,
-                      "a datatype constructor (combiner " + std::to_string(c.combiner) + ") MPI-ACC does not decode"};
+        // The MPI-1 Fortran constructors (MPI_COMBINER_HVECTOR_INTEGER, _HINDEXED_INTEGER,
+        // _STRUCT_INTEGER) are not decoded: no C program can make one to test them with.
+        throw Failure{MPI_ERR_UNSUPPORTED_OPERATION, "the datatype was made by a constructor (combiner " +
+                                                         std::to_string(c.combiner) + ") that MPI-ACC does not decode"};
     }
 
     std::map<MPI_Datatype, NodeP> memo_;

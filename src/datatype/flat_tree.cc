@@ -12,8 +12,6 @@ namespace {
 // members and indexed blocks end as one list; a larger one stays a shared subtree.
 constexpr std::size_t kInlineParts = 64;
 
-bool is_single_block(const Node &n) { return n.kind == Node::Kind::kRuns && n.runs->size() == 1; }
-
 std::shared_ptr<const std::vector<std::int64_t>> prefix_starts(const std::vector<std::int64_t> &sizes) {
     auto starts = std::make_shared<std::vector<std::int64_t>>(sizes.size());
     std::int64_t at = 0;
@@ -209,59 +207,6 @@ bool strided_form(const Node &node, StridedForm *form, int *dims) {
     if (node.kind != Node::Kind::kRepeat || !strided_form(*node.child, form, dims)) return false;
     form->offset += node.offset;
     return add_dimension(form, dims, node.count, node.stride);
-}
-
-void walk(const Node &node, std::int64_t base, std::int64_t from, std::int64_t to, PieceSink &sink) {
-    base += node.offset;
-    switch (node.kind) {
-        case Node::Kind::kRuns: {
-            const std::vector<std::int64_t> &starts = *node.run_starts;
-            const std::vector<Run> &runs = *node.runs;
-            std::size_t i =
-                static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), from) - starts.begin()) - 1;
-            for (; i < runs.size() && starts[i] < to; ++i) {
-                const std::int64_t a = std::max(from, starts[i]) - starts[i];
-                const std::int64_t b = std::min(to, starts[i] + runs[i].length) - starts[i];
-                sink.add(base + runs[i].offset + a, b - a);
-            }
-            return;
-        }
-        case Node::Kind::kRepeat: {
-            const Node &child = *node.child;
-            const std::int64_t cs = child.size;
-            std::int64_t i = from / cs, pos = from;
-            // Indices computed, not listed: a strided type is never materialised.
-            if (is_single_block(child)) {
-                const std::int64_t at = base + child.offset + (*child.runs)[0].offset;
-                while (pos < to) {
-                    const std::int64_t within = pos - i * cs, take = std::min(cs - within, to - pos);
-                    sink.add(at + i * node.stride + within, take);
-                    pos += take;
-                    ++i;
-                }
-                return;
-            }
-            while (pos < to) {
-                const std::int64_t within = pos - i * cs, take = std::min(cs - within, to - pos);
-                walk(child, base + i * node.stride, within, within + take, sink);
-                pos += take;
-                ++i;
-            }
-            return;
-        }
-        case Node::Kind::kSeq: {
-            const std::vector<std::int64_t> &starts = *node.part_starts;
-            const std::vector<NodeP> &parts = *node.parts;
-            std::size_t i =
-                static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), from) - starts.begin()) - 1;
-            for (; i < parts.size() && starts[i] < to; ++i) {
-                const std::int64_t a = std::max(from, starts[i]) - starts[i];
-                const std::int64_t b = std::min(to, starts[i] + parts[i]->size) - starts[i];
-                walk(*parts[i], base, a, b, sink);
-            }
-            return;
-        }
-    }
 }
 
 }  // namespace flat

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <algorithm>
 #include <vector>
 
 #include "datatype/flat_type.h"
@@ -61,12 +62,14 @@ void bounds(const Node &node, std::int64_t *lo, std::int64_t *hi);
 // Adds an outer dimension of n copies `stride` apart to a form, merging where it can.
 bool add_dimension(StridedForm *form, int *dims, std::int64_t n, std::int64_t stride);
 
+inline bool is_single_block(const Node &n) { return n.kind == Node::Kind::kRuns && n.runs->size() == 1; }
+
 // Gathers walked pieces, merging one that continues the last in memory, and hands the
-// merged ones to `sink`.
+// merged ones to fn(offset, packed, length), packed counting from the first piece.
+template <class Fn>
 class PieceSink {
 public:
-    using Fn = std::function<void(std::int64_t offset, std::int64_t packed, std::int64_t length)>;
-    explicit PieceSink(const Fn &fn) : fn_(fn) {}
+    explicit PieceSink(Fn &fn) : fn_(fn) {}
     void add(std::int64_t offset, std::int64_t length) {
         if (length <= 0) return;
         if (length_ > 0 && offset == offset_ + length_) {
@@ -84,12 +87,65 @@ public:
     }
 
 private:
-    const Fn &fn_;
+    Fn &fn_;
     std::int64_t offset_ = 0, packed_ = 0, length_ = 0;
 };
 
-// Packed bytes [from, to) of `node` placed at `base` (0 <= from < to <= node.size).
-void walk(const Node &node, std::int64_t base, std::int64_t from, std::int64_t to, PieceSink &sink);
+// Packed bytes [from, to) of `node` placed at `base` (0 <= from < to <= node.size), to
+// the sink in packed order. A template, so that the host engine's copy inlines.
+template <class Sink>
+void walk(const Node &node, std::int64_t base, std::int64_t from, std::int64_t to, Sink &sink) {
+    base += node.offset;
+    switch (node.kind) {
+        case Node::Kind::kRuns: {
+            const std::vector<std::int64_t> &starts = *node.run_starts;
+            const std::vector<Run> &runs = *node.runs;
+            std::size_t i =
+                static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), from) - starts.begin()) - 1;
+            for (; i < runs.size() && starts[i] < to; ++i) {
+                const std::int64_t a = std::max(from, starts[i]) - starts[i];
+                const std::int64_t b = std::min(to, starts[i] + runs[i].length) - starts[i];
+                sink.add(base + runs[i].offset + a, b - a);
+            }
+            return;
+        }
+        case Node::Kind::kRepeat: {
+            const Node &child = *node.child;
+            const std::int64_t cs = child.size;
+            std::int64_t i = from / cs, pos = from;
+            // Indices computed, not listed: a strided type is never materialised.
+            if (is_single_block(child)) {
+                const std::int64_t at = base + child.offset + (*child.runs)[0].offset;
+                while (pos < to) {
+                    const std::int64_t within = pos - i * cs, take = std::min(cs - within, to - pos);
+                    sink.add(at + i * node.stride + within, take);
+                    pos += take;
+                    ++i;
+                }
+                return;
+            }
+            while (pos < to) {
+                const std::int64_t within = pos - i * cs, take = std::min(cs - within, to - pos);
+                walk(child, base + i * node.stride, within, within + take, sink);
+                pos += take;
+                ++i;
+            }
+            return;
+        }
+        case Node::Kind::kSeq: {
+            const std::vector<std::int64_t> &starts = *node.part_starts;
+            const std::vector<NodeP> &parts = *node.parts;
+            std::size_t i =
+                static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), from) - starts.begin()) - 1;
+            for (; i < parts.size() && starts[i] < to; ++i) {
+                const std::int64_t a = std::max(from, starts[i]) - starts[i];
+                const std::int64_t b = std::min(to, starts[i] + parts[i]->size) - starts[i];
+                walk(*parts[i], base, a, b, sink);
+            }
+            return;
+        }
+    }
+}
 
 // Decodes a committed datatype into a node for one element. Null with an MPI error class
 // and reason for a type it cannot decode.

@@ -41,10 +41,10 @@ bool FlatType::strided(std::int64_t count, StridedForm *form) const {
 const std::vector<Run> &FlatType::runs() const {
     std::call_once(runs_once_, [this] {
         if (size_ == 0) return;
-        const flat::PieceSink::Fn collect = [this](std::int64_t offset, std::int64_t, std::int64_t length) {
+        auto collect = [this](std::int64_t offset, std::int64_t, std::int64_t length) {
             runs_.push_back(Run{offset, length});
         };
-        flat::PieceSink sink(collect);
+        flat::PieceSink<decltype(collect)> sink(collect);
         flat::walk(*shape_->root, 0, 0, size_, sink);
         sink.flush();
     });
@@ -74,7 +74,7 @@ void FlatType::for_each_piece(
         f(true_lb_ + first, 0, len);
         return;
     }
-    flat::PieceSink sink(f);
+    flat::PieceSink<const std::function<void(std::int64_t, std::int64_t, std::int64_t)>> sink(f);
     std::int64_t element = first / size_, within = first - element * size_, done = 0;
     while (done < len) {
         const std::int64_t take = std::min(size_ - within, len - done);
@@ -102,11 +102,12 @@ std::unordered_map<MPI_Datatype, std::shared_ptr<const FlatType>> flat_cache;
 
 // MPI has no query for "committed": MPI_Pack_size refuses an uncommitted type, and does
 // so through its communicator's handler, so it is asked on a private copy of
-// MPI_COMM_SELF whose errors return.
+// MPI_COMM_SELF whose errors return. Made by a split, which, unlike a dup, runs no
+// attribute copy callbacks a program set on MPI_COMM_SELF.
 MPI_Comm probe_comm() {
     static MPI_Comm comm = [] {
         MPI_Comm c = MPI_COMM_NULL;
-        if (PMPI_Comm_dup(MPI_COMM_SELF, &c) == MPI_SUCCESS) PMPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+        if (PMPI_Comm_split(MPI_COMM_SELF, 0, 0, &c) == MPI_SUCCESS) PMPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
         return c;
     }();
     return comm;
@@ -213,6 +214,36 @@ inline void copy_bytes(char *to, const char *from, std::int64_t n) {
     }
 }
 
+// n blocks of `take` bytes, `stride` apart, to or from consecutive packed bytes; the
+// common small sizes are constants to the compiler.
+template <bool kPack, std::int64_t kTake>
+void copy_row_of(char *at, std::int64_t stride, char *packed, std::int64_t n) {
+    for (std::int64_t k = 0; k < n; ++k, at += stride, packed += kTake) {
+        if (kPack) {
+            std::memcpy(packed, at, kTake);
+        } else {
+            std::memcpy(at, packed, kTake);
+        }
+    }
+}
+
+template <bool kPack>
+void copy_row(char *at, std::int64_t stride, char *packed, std::int64_t take, std::int64_t n) {
+    switch (take) {
+        case 4: copy_row_of<kPack, 4>(at, stride, packed, n); return;
+        case 8: copy_row_of<kPack, 8>(at, stride, packed, n); return;
+        case 16: copy_row_of<kPack, 16>(at, stride, packed, n); return;
+        default: break;
+    }
+    for (std::int64_t k = 0; k < n; ++k, at += stride, packed += take) {
+        if (kPack) {
+            copy_bytes(packed, at, take);
+        } else {
+            copy_bytes(at, packed, take);
+        }
+    }
+}
+
 // Packed bytes [first, first + len) of a strided form, indices computed from `first`:
 // the loop nest of the form, without a piece callback per block.
 template <bool kPack>
@@ -230,13 +261,8 @@ void copy_strided(const StridedForm &f, const void *buf, std::int64_t first, std
             n = 1;
             take = std::min(f.block - within, len - done);
         }
-        for (std::int64_t k = 0; k < n; ++k, at += f.stride[0], done += take) {
-            if (kPack) {
-                copy_bytes(packed + done, at, take);
-            } else {
-                copy_bytes(at, packed + done, take);
-            }
-        }
+        copy_row<kPack>(at, f.stride[0], packed + done, take, n);
+        done += n * take;
         within = take < f.block - within ? within + take : 0;
         if (within != 0) break;  // the range ended inside a block
         i0 += n;

@@ -1,7 +1,8 @@
 // What the protocol needs to know about (count, datatype) on the host side: packed
 // size, whether the bytes are one contiguous run, and where that run starts.
-// Derived-type packing on devices (flattening into work units, GPU kernels) is the
-// next step of this part; until then a non-contiguous device layout is refused with
+// Non-contiguous host layouts are copied through the flattened type (flat_type.h).
+// Packing them on devices (GPU kernels over its work units) is the next step of this
+// part; until then a non-contiguous device layout is refused with
 // MPI_ERR_UNSUPPORTED_OPERATION ("derived datatypes on device buffers are not supported yet").
 #pragma once
 

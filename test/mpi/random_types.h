@@ -8,6 +8,9 @@
  *   ...
  *   MPI_Type_free(&t);
  *
+ * make_type(source, depth) takes its choices from any source with `int pick(lo, hi)`
+ * (the fuzzer's input bytes in test/fuzz).
+ *
  * Types stay small (packed size up to kMaxPackedBytes, true extent up to
  * kMaxTrueExtent), so that thousands of them test in seconds. */
 #pragma once
@@ -26,10 +29,24 @@ constexpr MPI_Count kMaxTrueExtent = 64 * 1024;
 
 namespace detail {
 
-inline int pick(std::mt19937_64 &rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
-inline bool chance(std::mt19937_64 &rng, int percent) { return pick(rng, 0, 99) < percent; }
+// Where the choices come from: a random generator here, the fuzzer's input bytes in
+// test/fuzz. A source has `int pick(int lo, int hi)` (lo <= result <= hi).
+struct RngSource {
+    std::mt19937_64 &rng;
+    int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+};
 
-inline MPI_Datatype named(std::mt19937_64 &rng) {
+template <class Source>
+int pick(Source &rng, int lo, int hi) {
+    return rng.pick(lo, hi);
+}
+template <class Source>
+bool chance(Source &rng, int percent) {
+    return rng.pick(0, 99) < percent;
+}
+
+template <class Source>
+MPI_Datatype named(Source &rng) {
     // Not MPI_LONG_DOUBLE (nor MPI_LONG_DOUBLE_INT): MPICH packs it by value, 10 bytes and
     // six zeros on x86-64, where a byte engine copies all 16.
     static const MPI_Datatype kinds[] = {MPI_BYTE,  MPI_CHAR,     MPI_SHORT,           MPI_INT,       MPI_DOUBLE,
@@ -56,10 +73,13 @@ inline void release(MPI_Datatype *t) {
     if (!is_named(*t)) MPI_Type_free(t);
 }
 
-// One constructor over `old` (freed here when derived: the new type keeps what it needs).
-inline MPI_Datatype build(std::mt19937_64 &rng, int depth);
+template <class Source>
+MPI_Datatype build(Source &rng, int depth);
 
-inline MPI_Datatype construct(std::mt19937_64 &rng, int depth) {
+// One constructor over a type built one level down (freed here when derived: the new
+// type keeps what it needs).
+template <class Source>
+MPI_Datatype construct(Source &rng, int depth) {
     MPI_Datatype old = build(rng, depth - 1);
     const MPI_Aint e = extent_of(old);
     const bool large = chance(rng, 30);
@@ -224,28 +244,38 @@ inline MPI_Datatype construct(std::mt19937_64 &rng, int depth) {
     return t;
 }
 
-inline MPI_Datatype build(std::mt19937_64 &rng, int depth) {
+template <class Source>
+MPI_Datatype build(Source &rng, int depth) {
     if (depth <= 0 || chance(rng, 15)) return named(rng);
     return construct(rng, depth);
 }
 
 }  // namespace detail
 
+// A committed datatype of up to `depth` nested constructors chosen by `source`, or
+// MPI_DATATYPE_NULL when the one chosen is too large to test in bulk.
+template <class Source>
+MPI_Datatype make_type(Source &source, int depth) {
+    MPI_Datatype t = detail::construct(source, depth < 1 ? 1 : depth);
+    MPI_Count size, lb, extent, tlb, textent;
+    MPI_Type_size_c(t, &size);
+    MPI_Type_get_extent_c(t, &lb, &extent);
+    MPI_Type_get_true_extent_c(t, &tlb, &textent);
+    if (size <= kMaxPackedBytes && textent <= kMaxTrueExtent && extent >= -kMaxTrueExtent && extent <= kMaxTrueExtent) {
+        MPI_Type_commit(&t);
+        return t;
+    }
+    MPI_Type_free(&t);
+    return MPI_DATATYPE_NULL;
+}
+
 // A committed random datatype of up to `depth` nested constructors, small enough to test
 // in bulk. The caller frees it with MPI_Type_free.
 inline MPI_Datatype random_type(std::mt19937_64 &rng, int depth) {
+    detail::RngSource source{rng};
     for (;;) {
-        MPI_Datatype t = detail::construct(rng, depth < 1 ? 1 : depth);
-        MPI_Count size, lb, extent, tlb, textent;
-        MPI_Type_size_c(t, &size);
-        MPI_Type_get_extent_c(t, &lb, &extent);
-        MPI_Type_get_true_extent_c(t, &tlb, &textent);
-        if (size <= kMaxPackedBytes && textent <= kMaxTrueExtent && extent >= -kMaxTrueExtent &&
-            extent <= kMaxTrueExtent) {
-            MPI_Type_commit(&t);
-            return t;
-        }
-        MPI_Type_free(&t);
+        MPI_Datatype t = make_type(source, depth);
+        if (t != MPI_DATATYPE_NULL) return t;
     }
 }
 
