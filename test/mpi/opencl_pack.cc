@@ -522,6 +522,24 @@ int main(int argc, char **argv) {
                 mt_skip("a_released_context_goes_although_a_packed_type_lives_on",
                         "no context destructor callbacks on this platform");
             }
+            MT_CASE("a_units_copy_is_released_when_its_entry_goes_and_its_key_is_never_reused") {
+                mpiacc::opencl::ObjectCache cache(0, mpiacc::opencl::EntrySettings{});  // private entries
+                std::string why;
+                std::shared_ptr<CacheEntry> entry = cache.acquire(fx.env.context, fx.env.device, &why);
+                const std::int64_t words[3] = {1, 2, 3};
+                std::shared_ptr<void> copy = entry ? entry->make_constant_buffer(words, sizeof words, &why) : nullptr;
+                MT_CHECK(copy && CacheEntry::constant_buffer_mem(copy), "make_constant_buffer: %s", why.c_str());
+                std::int64_t back[3] = {0, 0, 0};
+                if (copy) ocl_read(&fx.env, CacheEntry::constant_buffer_mem(copy), 0, back, sizeof back);
+                MT_CHECK(back[0] == 1 && back[1] == 2 && back[2] == 3, "the copy holds %lld %lld %lld",
+                         (long long)back[0], (long long)back[1], (long long)back[2]);
+                const void *key = entry ? entry->device_copy_key() : nullptr;
+                entry.reset();
+                MT_CHECK(CacheEntry::constant_buffer_mem(copy) == nullptr, "the copy outlived its entry's cl_mem");
+                // The next entry may take the freed entry's address, never its key.
+                std::shared_ptr<CacheEntry> next = cache.acquire(fx.env.context, fx.env.device, &why);
+                MT_CHECK(next && next->device_copy_key() != key, "a new entry reuses a live copy's key");
+            }
             MT_CASE("kernels_are_built_once_per_cache_entry") {
                 long long built = mpiacc_counter_value("opencl.program.built");
                 const NamedType &t = named(types, "vector_of_doubles");
