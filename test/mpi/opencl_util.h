@@ -79,7 +79,7 @@ static inline void ocl_read(ocl_env *e, cl_mem m, size_t off, void *dst, size_t 
     if (n) clEnqueueReadBuffer(e->queue, m, CL_TRUE, off, n, dst, 0, NULL, NULL);
 }
 static inline void ocl_fill(ocl_env *e, cl_mem m, size_t n, unsigned char byte) {
-    unsigned char *tmp = p2p_alloc(n);
+    unsigned char *tmp = (unsigned char *)p2p_alloc(n); /* a cast C++ tests need */
     memset(tmp, byte, n);
     ocl_write(e, m, 0, tmp, n);
     free(tmp);

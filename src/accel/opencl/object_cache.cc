@@ -366,11 +366,24 @@ std::size_t ReceiveBounces::allocated_bytes() const {
 
 // ------------------------------------------------------------------ CacheEntry
 
+struct CacheEntry::ConstantBuffer {
+    std::shared_ptr<const int> key;  // keeps the device_copy_key() address from being reused
+    MemRef mem;
+    std::shared_ptr<ContextReferences> references;
+    cl_uint charged = 0;
+    ~ConstantBuffer() { release(); }
+    void release() {
+        if (!mem) return;
+        mem.reset();
+        references->discharge(charged);
+    }
+};
+
 CacheEntry::CacheEntry(CreateKey, cl_context context, cl_device_id device)
     : context_(ContextRef::retain(context)),
       device_(device),
       pci_bus_id_(device_pci_bus_id(device)),
-      references_(std::make_unique<ContextReferences>(context)),
+      references_(std::make_shared<ContextReferences>(context)),
       peer_pins_([this](void *base, std::size_t bytes,
                         std::string *why) { return peer_wraps_->wrap(base, bytes, why) != nullptr; },
                  [this](void *base) { peer_wraps_->release(base); }, opencl_counters().peer_pin,
@@ -424,6 +437,12 @@ CacheEntry::~CacheEntry() {
     receive_bounces_.reset();
     pinned_pool_.reset();
     peer_wraps_.reset();  // its wraps with it (not counted as unpins: the entry goes)
+    {
+        std::lock_guard<std::mutex> lock(constant_buffers_mutex_);
+        for (const std::weak_ptr<ConstantBuffer> &weak : constant_buffers_)
+            if (std::shared_ptr<ConstantBuffer> buffer = weak.lock()) buffer->release();
+    }
+    kernels_.clear();
     programs_.clear();
 }
 
@@ -465,6 +484,93 @@ cl_program CacheEntry::program(const std::string &name, const std::string &sourc
     cl_program built = program.get();
     programs_.emplace(name, std::move(program));
     return built;
+}
+
+namespace {
+
+// A kernel of `program` and its CL_KERNEL_WORK_GROUP_SIZE, charged to `references`.
+KernelRef create_kernel(cl_program program, cl_device_id device, const std::string &program_name,
+                        const std::string &kernel_name, ContextReferences *references, std::size_t *max_group,
+                        std::string *why) {
+    cl_int error = CL_SUCCESS;
+    cl_uint before = references->current();
+    KernelRef made = KernelRef::adopt(clCreateKernel(program, kernel_name.c_str(), &error));
+    if (error != CL_SUCCESS || !made) {
+        *why = format("clCreateKernel for kernel '%s' of program '%s' failed: ", kernel_name.c_str(),
+                      program_name.c_str()) +
+               cl_error_name(error);
+        return KernelRef();
+    }
+    references->charge_since(before);
+    if (clGetKernelWorkGroupInfo(made.get(), device, CL_KERNEL_WORK_GROUP_SIZE, sizeof *max_group, max_group,
+                                 nullptr) != CL_SUCCESS ||
+        *max_group == 0)
+        *max_group = 1;
+    return made;
+}
+
+}  // namespace
+
+CacheEntry::LockedKernel CacheEntry::kernel(const std::string &program_name, const std::string &source,
+                                            const std::string &kernel_name, cl_command_queue queue, std::string *why) {
+    LockedKernel locked;
+    cl_program built = program(program_name, source, why);
+    if (!built) return locked;
+    if (queue != copy_queues_[0].get() && queue != copy_queues_[1].get()) {
+        // Not charged for long: the kernel goes right after its launch.
+        ContextReferences scratch(context());
+        locked.own = create_kernel(built, device_, program_name, kernel_name, &scratch, &locked.max_group, why);
+        locked.kernel = locked.own.get();
+        return locked;
+    }
+    const std::string key = program_name + "/" + kernel_name;
+    std::unique_lock<std::mutex> lock(programs_mutex_);
+    std::unique_ptr<KernelSlot> &slot = kernels_[key];
+    if (!slot) {
+        auto fresh = std::make_unique<KernelSlot>();
+        fresh->kernel =
+            create_kernel(built, device_, program_name, kernel_name, references_.get(), &fresh->max_group, why);
+        if (!fresh->kernel) {
+            kernels_.erase(key);
+            return locked;
+        }
+        slot = std::move(fresh);
+    }
+    KernelSlot *found = slot.get();
+    lock.unlock();
+    locked.lock = std::unique_lock<std::mutex>(found->mutex);
+    locked.kernel = found->kernel.get();
+    locked.max_group = found->max_group;
+    return locked;
+}
+
+std::shared_ptr<void> CacheEntry::make_constant_buffer(const void *host, std::size_t bytes, std::string *why) {
+    auto buffer = std::make_shared<ConstantBuffer>();
+    buffer->key = copy_key_;
+    buffer->references = references_;
+    cl_int error = CL_SUCCESS;
+    cl_uint before = references_->current();
+    // A zero-byte buffer is invalid in OpenCL; one byte stands for an empty copy.
+    static const unsigned char kNothing = 0;
+    buffer->mem = MemRef::adopt(
+        clCreateBuffer(context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes ? bytes : 1,
+                       bytes ? const_cast<void *>(host) : const_cast<unsigned char *>(&kNothing), &error));
+    if (error != CL_SUCCESS || !buffer->mem) {
+        buffer->mem.reset();
+        *why = format("clCreateBuffer of %zu bytes for a datatype's work units failed: ", bytes) + cl_error_name(error);
+        return nullptr;
+    }
+    buffer->charged = references_->charge_since(before);
+    std::lock_guard<std::mutex> lock(constant_buffers_mutex_);
+    constant_buffers_.erase(std::remove_if(constant_buffers_.begin(), constant_buffers_.end(),
+                                           [](const std::weak_ptr<ConstantBuffer> &weak) { return weak.expired(); }),
+                            constant_buffers_.end());
+    constant_buffers_.push_back(buffer);
+    return buffer;
+}
+
+cl_mem CacheEntry::constant_buffer_mem(const std::shared_ptr<void> &buffer) {
+    return buffer ? static_cast<ConstantBuffer *>(buffer.get())->mem.get() : nullptr;
 }
 
 // ------------------------------------------------------------------ ObjectCache

@@ -67,6 +67,7 @@ using QueueRef = ClRef<cl_command_queue, clRetainCommandQueue, clReleaseCommandQ
 using MemRef = ClRef<cl_mem, clRetainMemObject, clReleaseMemObject>;
 using EventRef = ClRef<cl_event, clRetainEvent, clReleaseEvent>;
 using ProgramRef = ClRef<cl_program, clRetainProgram, clReleaseProgram>;
+using KernelRef = ClRef<cl_kernel, clRetainKernel, clReleaseKernel>;
 
 // "CL_INVALID_MEM_OBJECT" for -38; "CL error -N" for codes not in the table.
 std::string cl_error_name(cl_int code);
@@ -252,6 +253,33 @@ public:
     // kept for the entry's life; valid while the caller holds the entry. Null with *why
     // (including the build log) when it does not build.
     cl_program program(const std::string &name, const std::string &source, std::string *why);
+    // Kernel `kernel_name` of program `program_name` (built by program() on first use),
+    // to launch on `queue`. One made once serves launches on this entry's own queues; for
+    // any other queue a fresh one is made, to be dropped after the launch, because a
+    // kernel keeps the last queue it ran on alive on PoCL 3.1 (a user's released queue,
+    // and with it the context, lived until the entry went). A cl_kernel's arguments are
+    // shared state: set them and enqueue while holding the result. `max_group` is its
+    // CL_KERNEL_WORK_GROUP_SIZE on this device.
+    struct LockedKernel {
+        cl_kernel kernel = nullptr;
+        std::size_t max_group = 1;
+        std::unique_lock<std::mutex> lock;  // for a cached kernel
+        KernelRef own;                      // for a fresh one
+    };
+    LockedKernel kernel(const std::string &program_name, const std::string &source, const std::string &kernel_name,
+                        cl_command_queue queue, std::string *why);
+
+    // A read-only buffer in this context holding a copy of [host, host + bytes): a
+    // datatype's work units, kept by the FlatType (device_copy) under device_copy_key().
+    // Its context reference is charged to this entry, and it is released when the entry
+    // goes if not before, so a long-lived datatype never keeps a destroyed context alive.
+    // Null with *why.
+    std::shared_ptr<void> make_constant_buffer(const void *host, std::size_t bytes, std::string *why);
+    // The cl_mem of such a buffer; null once its entry has gone.
+    static cl_mem constant_buffer_mem(const std::shared_ptr<void> &buffer);
+    // Key for FlatType::device_copy. Not the entry's address, which a later entry may
+    // reuse: this token lives as long as any copy made under it.
+    const void *device_copy_key() const { return copy_key_.get(); }
     const std::string &pci_bus_id() const { return pci_bus_id_; }
     bool only_our_references_remain() const { return references_->only_ours_remain(); }
 
@@ -261,11 +289,21 @@ private:
     ContextRef context_;
     cl_device_id device_;
     std::string pci_bus_id_;
-    std::unique_ptr<ContextReferences> references_;
+    std::shared_ptr<ContextReferences> references_;  // shared with constant buffers, which may outlive us
     QueueRef copy_queues_[2];
     std::atomic<unsigned> next_queue_{0};
     std::mutex programs_mutex_;
     std::map<std::string, ProgramRef> programs_;
+    struct KernelSlot {
+        KernelRef kernel;
+        std::size_t max_group = 1;
+        std::mutex mutex;
+    };
+    std::map<std::string, std::unique_ptr<KernelSlot>> kernels_;  // under programs_mutex_
+    struct ConstantBuffer;
+    std::shared_ptr<const int> copy_key_ = std::make_shared<const int>(0);
+    std::mutex constant_buffers_mutex_;
+    std::vector<std::weak_ptr<ConstantBuffer>> constant_buffers_;
     std::unique_ptr<PinnedPool> pinned_pool_;
     std::unique_ptr<ReceiveBounces> receive_bounces_;
     std::mutex peer_pins_mutex_;
