@@ -5,7 +5,8 @@
  * MPI_Probe and MPI_Get_count, truncation (MPI_ERR_TRUNCATE, count 0, nothing written, as
  * MPICH), a footprint outside the cl_mem (MPI_ERR_TYPE), and guard bytes: the bytes a
  * receive type skips keep their pattern. Expected bytes come from MPI_Pack and MPI_Unpack
- * of the same data in host memory.
+ * of the same data in host memory. A second send of a type flattens nothing, and 4 MiB
+ * typed messages (MPI_Sendrecv_replace) go in chunks.
  * MPIACC-TEST-RANKS: 2 */
 #include "any_buffer.h"
 
@@ -224,6 +225,40 @@ int main(int argc, char **argv) {
         clReleaseMemObject(m);
         MPI_Type_free(&t);
         MPI_Type_free(&before);
+    }
+
+    MT_CASE("second_send_of_a_cl_mem_type_flattens_nothing_and_4m_goes_in_chunks") {
+        /* Both ranks send and receive: the same tagged types twice each. */
+        MPI_Datatype small = typed_for(ANY_OPENCL, col_small, &e), big = typed_for(ANY_OPENCL, col_big, &e);
+        const size_t small_span = span_of(col_small, 1), big_span = span_of(col_big, 1);
+        cl_mem s = ocl_alloc(&e, small_span), b = ocl_alloc(&e, big_span);
+        const int peer = 1 - mt_rank;
+        long long flattened[3], typed[3], chunked[3];
+        for (int round = 0; round < 3; ++round) {
+            flattened[round] = mpiacc_counter_value("datatype.flatten");
+            typed[round] = mpiacc_counter_value("protocol.typed_device_buffers");
+            chunked[round] =
+                mpiacc_counter_value("protocol.recv.pipeline") + mpiacc_counter_value("protocol.recv.shared");
+            if (round == 2) break;
+            MPI_Datatype t = round == 0 ? small : big;
+            cl_mem m = round == 0 ? s : b;
+            int rc = MPI_Sendrecv_replace(m, 1, t, peer, 40 + round, peer, 40 + round, W, MPI_STATUS_IGNORE);
+            MT_CHECK(rc == MPI_SUCCESS, "round %d: MPI_Sendrecv_replace returned class %d", round, p2p_class(rc));
+            rc = MPI_Sendrecv_replace(m, 1, t, peer, 50 + round, peer, 50 + round, W, MPI_STATUS_IGNORE);
+            MT_CHECK(rc == MPI_SUCCESS, "round %d: again: class %d", round, p2p_class(rc));
+        }
+        /* Each type is flattened at most once (its first use), never at the second send. */
+        MT_CHECK(flattened[2] - flattened[0] <= 2, "the same two types were flattened %lld times",
+                 flattened[2] - flattened[0]);
+        MT_CHECK(typed[1] - typed[0] == 4 && typed[2] - typed[1] == 4,
+                 "typed device buffers made: %lld and %lld, expected 4 a round (2 sends, 2 receives)",
+                 typed[1] - typed[0], typed[2] - typed[1]);
+        MT_CHECK(chunked[2] - chunked[1] == 2, "4 MiB typed messages received in chunks: %lld of 2",
+                 chunked[2] - chunked[1]);
+        clReleaseMemObject(s);
+        clReleaseMemObject(b);
+        MPI_Type_free(&small);
+        MPI_Type_free(&big);
     }
 
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) MPI_Type_free(&all[i]);
