@@ -80,6 +80,27 @@ int classify_typed(const void *buf, MPI_Count count, MPI_Datatype type, const ch
     return MPI_SUCCESS;
 }
 
+int copy_into_device(MessageBuffer &pb, const void *src, std::size_t n, std::string *why) {
+    if (n == 0) return MPI_SUCCESS;
+    if (!pb.device) {
+        std::memcpy(pb.host, src, n);
+        return MPI_SUCCESS;
+    }
+    std::unique_ptr<Completion> done;
+    int rc = pb.device->copy_from_host(0, src, n, &done, why);
+    if (rc != MPI_SUCCESS) return rc;
+    return wait_copy(std::move(done), "outbuf: copying the packed bytes into device memory failed", why);
+}
+
+int copy_out_of_device(MessageBuffer &pb, void *dst, std::size_t n, const char *call, std::string *why) {
+    if (n == 0) return MPI_SUCCESS;
+    if (!pb.device) {
+        std::memcpy(dst, pb.host, n);
+        return MPI_SUCCESS;
+    }
+    return stage_device_data(pb, dst, call, why);
+}
+
 int pack_device(MessageBuffer &mb, void *outbuf, MPI_Count outsize, MPI_Count *position, const char *call,
                 std::string *why) {
     const MPI_Count at = *position;

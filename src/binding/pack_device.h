@@ -20,6 +20,11 @@ int pack_device(MessageBuffer &mb, void *outbuf, MPI_Count outsize, MPI_Count *p
                 std::string *why);
 int unpack_device(const void *inbuf, MPI_Count insize, MPI_Count *position, MessageBuffer &mb, std::string *why);
 
+// Contiguous packed bytes captured in pb (device memory, or host memory it turned out
+// to be): the first n bytes from or to host memory, waited for.
+int copy_into_device(MessageBuffer &pb, const void *src, std::size_t n, std::string *why);
+int copy_out_of_device(MessageBuffer &pb, void *dst, std::size_t n, const char *call, std::string *why);
+
 // The same in the representation `datarep` (external32).
 int pack_external_device(const char *datarep, MessageBuffer &mb, MPI_Count count, MPI_Datatype type, void *outbuf,
                          MPI_Count outsize, MPI_Count *position, const char *call, std::string *why);

@@ -5,8 +5,9 @@
  * share a signature (a vector received as contiguous doubles and back, a lower triangle
  * into dense ints, a transpose of blocklength 1), a resized struct with MPI_Probe and
  * MPI_Get_count, nonblocking calls, and truncation (MPI_ERR_TRUNCATE, count 0, nothing
- * written), and MPI_Pack and MPI_Unpack of CUDA types. The receive buffer's gaps and the guard bytes past it keep their
- * pattern; expected bytes come from MPI_Pack and MPI_Unpack of the same data in host memory. MPIACC-TEST-RANKS: 2 */
+ * written), and MPI_Pack and MPI_Unpack of CUDA types and into CUDA memory. The receive buffer's gaps and the guard
+ * bytes past it keep their pattern; expected bytes come from MPI_Pack and MPI_Unpack of the same data in host memory.
+ * MPIACC-TEST-RANKS: 2 */
 #include "gpu_util.h"
 
 #ifndef CUDA_TYPED_NO_IPC
@@ -225,6 +226,49 @@ static void c_pack_unpack(void) {
         }
 }
 
+/* Packed bytes in CUDA memory (found by pointer query), from and into typed data on the
+ * host and on the device: the same bytes and positions as MPICH's in host memory. */
+static void c_packed_on_device(void) {
+    if (!gpu_knob_on("MPIACC_CUDA_AUTODETECT")) return; /* the packed bytes are found by pointer query */
+    const int n = 3;
+    const size_t span = span_of(col_small, n);
+    int psize = 0;
+    MCK(MPI_Pack_size(n, col_small, W, &psize));
+    const size_t cap = (size_t)psize + 7;
+    unsigned char *h = host_alloc(span), *ph = host_alloc(cap), *want = host_alloc(span);
+    fill(h, span, 77);
+    void *d = gpu_malloc(span), *pd = gpu_malloc(cap);
+    gpu_upload(d, h, span);
+    MPI_Datatype t = typed_for(DEV, col_small);
+    for (int typed_dev = 0; typed_dev < 2; ++typed_dev) {
+        memset(ph, 0, cap);
+        gpu_memset(pd, 0, cap);
+        int pos_d = 7, pos_h = 7;
+        MCK(MPI_Pack(typed_dev ? d : (void *)h, n, typed_dev ? t : col_small, pd, (int)cap, &pos_d, W));
+        MCK(MPI_Pack(h, n, col_small, ph, (int)cap, &pos_h, W));
+        MT_CHECK(pos_d == pos_h && memcmp(gpu_download(pd, cap), ph, cap) == 0,
+                 "typed on %s: the pack into CUDA memory differs (position %d against %d)", typed_dev ? "CUDA" : "host",
+                 pos_d, pos_h);
+        gpu_memset(d, GPU_SENTINEL, span);
+        unsigned char *back = host_alloc(span);
+        memset(back, GPU_SENTINEL, span);
+        memset(want, GPU_SENTINEL, span);
+        pos_d = pos_h = 7;
+        MCK(MPI_Unpack(pd, (int)cap, &pos_d, typed_dev ? d : (void *)back, n, typed_dev ? t : col_small, W));
+        MCK(MPI_Unpack(ph, (int)cap, &pos_h, want, n, col_small, W));
+        const unsigned char *got = typed_dev ? gpu_download(d, span) : back;
+        MT_CHECK(pos_d == pos_h && memcmp(got, want, span) == 0,
+                 "typed on %s: the unpack from CUDA memory differs (position %d against %d)",
+                 typed_dev ? "CUDA" : "host", pos_d, pos_h);
+        free(back);
+        gpu_upload(d, h, span);
+    }
+    MCK(MPI_Type_free(&t));
+    CK(cudaFree(d));
+    CK(cudaFree(pd));
+    free(h), free(ph), free(want);
+}
+
 static void c_host_to_cuda(void) { pairing(HOST, DEV, 100); }
 static void c_cuda_to_host(void) { pairing(DEV, HOST, 200); }
 static void c_cuda_to_cuda(void) { pairing(DEV, DEV, 300); }
@@ -275,6 +319,7 @@ int main(int argc, char **argv) {
         {"typed_cuda_to_host_vectors_transpose_triangle_struct_truncation", c_cuda_to_host, 0},
         {"typed_cuda_to_cuda_vectors_transpose_triangle_struct_truncation", c_cuda_to_cuda, 0},
         {"pack_unpack_and_external32_of_cuda_types_match_mpich_on_the_host", c_pack_unpack, 0},
+        {"pack_into_and_unpack_from_cuda_memory_match_mpich_on_the_host", c_packed_on_device, 0},
     };
     gpu_run_cases(cases, (int)(sizeof cases / sizeof cases[0]));
     gpu_teardown();
