@@ -4,7 +4,7 @@
 // wait for their own copies. The external forms convert on the host: the native packed
 // stream is laid out in a host copy of the type's footprint, which MPICH then packs as
 // external32 (and the reverse), so that only the type's own bytes are written on the
-// device. The packed bytes themselves must be host memory.
+// device. The packed bytes here are host memory (pack.cc stages packed bytes in CUDA memory).
 #include <climits>
 #include <cstring>
 
