@@ -23,6 +23,7 @@ constexpr BufKind kAllBufKinds[] = {BufKind::HOST, BufKind::CUDA, BufKind::OPENC
 const char *buf_kind_name(BufKind k);
 
 class PinnedPool;
+class FlatType;
 
 // What a kind can do, known without making its component: the CUDA and OpenCL runtimes
 // are not touched by a program that never passes device memory. Protocol and core ask
@@ -39,6 +40,9 @@ struct AccelCaps {
     bool handle_addressed = false;
     // register_host can page-lock host memory, so that copies from and to it are DMA.
     bool registers_host = false;
+    // DeviceBuffer::pack_to_host / unpack_from_host move a datatype's packed bytes: a
+    // non-contiguous type on a buffer of this kind is packed on the device.
+    bool packs_types = false;
 };
 // The kind's capabilities (all false for a kind not built in). Never makes the component.
 const AccelCaps &accel_caps(BufKind kind);
@@ -211,6 +215,27 @@ public:
     // Same-node pull (CUDA IPC): describe this buffer for a peer process. False when
     // the buffer cannot be exported (not IPC-capable memory, or the kind has no IPC).
     virtual bool ipc_export(IpcExport * /*out*/) { return false; }
+    // Packs bytes [first, first + len) of the packed form of `count` elements of `flat`
+    // into host memory `dst`, ordered after the captured dependency. The elements' origin
+    // (the call's buffer argument) is `origin` bytes from the start of the captured
+    // region (negative when the type's lower bound is positive), and every byte they
+    // touch lies inside the region. `dst` may be a pinned slot of staging_pool(), which
+    // a kind may fill straight from the device. Never blocks on the device. Kinds whose
+    // caps say packs_types implement it; others refuse.
+    virtual int pack_to_host(const FlatType & /*flat*/, std::int64_t /*origin*/, std::int64_t /*count*/,
+                             std::size_t /*first*/, void * /*dst*/, std::size_t /*len*/,
+                             std::unique_ptr<Completion> * /*done*/, std::string *why) {
+        *why = "packing datatypes is not available for this buffer kind";
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    // The reverse: `len` packed bytes from host memory `src` are bytes [first, first + len)
+    // of the packed form, written into the elements.
+    virtual int unpack_from_host(const FlatType & /*flat*/, std::int64_t /*origin*/, std::int64_t /*count*/,
+                                 std::size_t /*first*/, const void * /*src*/, std::size_t /*len*/,
+                                 std::unique_ptr<Completion> * /*done*/, std::string *why) {
+        *why = "unpacking datatypes is not available for this buffer kind";
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
 };
 
 // One device kind's table.

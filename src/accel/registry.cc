@@ -66,7 +66,7 @@ const AccelCaps &accel_caps(BufKind kind) {
         case BufKind::CUDA: {
             static const AccelCaps cuda = [] {
                 AccelCaps c;
-                c.device_memory = c.ipc = c.detects_pointers = c.registers_host = true;
+                c.device_memory = c.ipc = c.detects_pointers = c.registers_host = c.packs_types = true;
                 return c;
             }();
             return cuda;
@@ -76,7 +76,7 @@ const AccelCaps &accel_caps(BufKind kind) {
         case BufKind::OPENCL: {
             static const AccelCaps opencl = [] {
                 AccelCaps c;
-                c.device_memory = c.handle_addressed = true;
+                c.device_memory = c.handle_addressed = c.packs_types = true;
                 return c;
             }();
             return opencl;

@@ -1,9 +1,7 @@
 // What the protocol needs to know about (count, datatype) on the host side: packed
 // size, whether the bytes are one contiguous run, and where that run starts.
-// Non-contiguous host layouts are copied through the flattened type (flat_type.h).
-// Packing them on devices (GPU kernels over its work units) is the next step of this
-// part; until then a non-contiguous device layout is refused with
-// MPI_ERR_UNSUPPORTED_OPERATION ("derived datatypes on device buffers are not supported yet").
+// Non-contiguous host layouts are copied through the flattened type (flat_type.h); on a
+// device buffer the device kernels pack them (protocol/typed_device.h).
 #pragma once
 
 #include <mpi.h>

@@ -76,7 +76,8 @@ std::string capability_list(const mpiacc::AccelCaps &caps) {
     } all[] = {{caps.ipc, "ipc"},
                {caps.detects_pointers, "pointer detection"},
                {caps.handle_addressed, "handle-addressed"},
-               {caps.registers_host, "host registration"}};
+               {caps.registers_host, "host registration"},
+               {caps.packs_types, "datatype packing"}};
     std::string out;
     for (const auto &c : all)
         if (c.has) out += (out.empty() ? "" : ", ") + std::string(c.name);

@@ -18,6 +18,8 @@
 #include "netmod/netmod.h"
 #include "pool/pinned_pool.h"
 #include "protocol/transfer.h"
+#include "protocol/typed_device.h"
+#include "datatype/flat_type.h"
 
 namespace mpiacc {
 
@@ -299,6 +301,7 @@ char *MessageBuffer::contiguous_host() const {
 
 void MessageBuffer::hold_bytes(std::vector<char> &&data) {
     device.reset();
+    typed_device = false;
     kind = BufKind::HOST;
     packed = std::move(data);
     bytes = packed.size();
@@ -309,8 +312,67 @@ void MessageBuffer::hold_bytes(std::vector<char> &&data) {
     layout.bytes = bytes;
 }
 
+namespace {
+
+// A non-contiguous type on a device buffer: the region its elements touch is captured,
+// and wrapped so that its copies pack and unpack (typed_device.h).
+int make_typed_device_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs, MessageBuffer *out,
+                             std::string *why) {
+    const AccelCaps &caps = accel_caps(attrs.kind);
+    if (!caps.packs_types) {
+        *why = format(
+            "buf: not supported on device buffers: the datatype does not describe one contiguous run of "
+            "bytes, and %s buffers cannot be packed on the device; pack the data first",
+            buf_kind_word(attrs.kind));
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    int error = MPI_SUCCESS;
+    std::shared_ptr<const FlatType> flat = flat_type(type, &error, why);
+    if (!flat) return error;
+    std::int64_t lo = 0, hi = 0;
+    type_footprint(*flat, count, &lo, &hi);
+    BufferAttrs a = attrs;
+    void *addr = buf;
+    if (caps.handle_addressed && !buf) {
+        *why =
+            "buf: not supported on device buffers: MPI_BOTTOM with a datatype of absolute addresses names no "
+            "place in a cl_mem";
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    if (caps.handle_addressed) {
+        // The type's offsets count from MPIX_ACC_OFFSET; its bytes must lie in the cl_mem.
+        if (lo < 0 && static_cast<std::uint64_t>(-lo) > attrs.offset) {
+            *why = format(
+                "datatype: its lowest byte lies %lld bytes before its origin, which is %zu bytes into "
+                "the cl_mem (MPIX_ACC_OFFSET): outside the buffer",
+                static_cast<long long>(-lo), attrs.offset);
+            return MPI_ERR_TYPE;
+        }
+        a.offset = static_cast<std::size_t>(static_cast<std::int64_t>(attrs.offset) + lo);
+    } else {
+        addr = typed_address(buf, static_cast<MPI_Aint>(lo));
+    }
+    std::unique_ptr<DeviceBuffer> region;
+    int rc = accel_for(attrs.kind)->capture(addr, static_cast<std::size_t>(hi - lo), a, &region, why);
+    if (rc != MPI_SUCCESS) return rc;
+    if (!region) {
+        // Pinned or registered host memory tagged as device memory: host data.
+        out->kind = BufKind::HOST;
+        out->host = buf;
+        out->type = TypeRef(type);
+        return MPI_SUCCESS;
+    }
+    out->device = std::make_unique<TypedDeviceBuffer>(std::move(region), std::move(flat), -lo, count);
+    out->typed_device = true;
+    MPIACC_COUNT("protocol.typed_device_buffers");
+    return MPI_SUCCESS;
+}
+
+}  // namespace
+
 int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs, MessageBuffer *out,
                         std::string *why) {
+    out->typed_device = false;
     out->layout = describe_layout(count, type);
     if (out->layout.error != MPI_SUCCESS) {
         *why = out->layout.error == MPI_ERR_COUNT ? format("count %d is negative", count)
@@ -328,17 +390,12 @@ int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAtt
         out->host = buf;
         return MPI_SUCCESS;
     }
-    // Device data is one contiguous run (checked below) that moves as bytes: the type is
-    // not needed again, and not duplicated. A duplicate of a tagged type copies and then
-    // deletes every MPI-ACC attribute through the keyval callbacks, which made tagged sends
-    // slower than autodetected ones (docs/performance.md, "Tagged datatypes").
-    if (!out->layout.contiguous) {
-        *why = format(
-            "buf: not supported on device buffers: the datatype does not describe one contiguous run of bytes, "
-            "and derived datatypes on %s buffers are not supported yet; pack the data on the device first",
-            buf_kind_word(attrs.kind));
-        return MPI_ERR_UNSUPPORTED_OPERATION;
-    }
+    // Contiguous device data moves as bytes: the type is not needed again, and not
+    // duplicated. A duplicate of a tagged type copies and then deletes every MPI-ACC
+    // attribute through the keyval callbacks, which made tagged sends slower than
+    // autodetected ones (docs/performance.md, "Tagged datatypes"). Any other type is
+    // packed on the device through its flattened form.
+    if (!out->layout.contiguous) return make_typed_device_buffer(buf, count, type, attrs, out, why);
     Accel *accel = accel_for(attrs.kind);
     // The true lower bound of a contiguous type is a byte offset into the device buffer.
     BufferAttrs a = attrs;

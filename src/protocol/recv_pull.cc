@@ -16,12 +16,15 @@ namespace mpiacc {
 // The sender's component when a pull could serve this receive: the envelope offers one
 // from this node, IPC is on, and the receive is device memory of the sender's kind, or
 // host memory in a process that already works with that device (a host-only rank gets no
-// context, hundreds of MiB, from a message). Null otherwise.
+// context, hundreds of MiB, from a message). Null otherwise, and for a derived datatype
+// on a device buffer, which declines the pull so that the sender stages.
 Accel *RecvOp::pull_source(const Envelope &env) const {
     const Context &ctx = context();
     const auto sender_kind = static_cast<BufKind>(env.buf_kind);
     if (!(env.flags & kEnvelopeHasIpc) || env.node_id != ctx.node_id || !ctx.knobs.ipc || !accel_caps(sender_kind).ipc)
         return nullptr;
+    // A non-contiguous type on a device is unpacked from host memory: the sender stages.
+    if (dest_.typed_device) return nullptr;
     Accel *accel = accel_for(sender_kind);
     if (!accel || !accel->available()) return nullptr;
     if (dest_.kind == sender_kind || (dest_.kind == BufKind::HOST && accel->device_in_use())) return accel;

@@ -48,8 +48,11 @@ struct MessageBuffer {
     BufKind kind = BufKind::HOST;
     void *host = nullptr;  // host: the user's buffer
     int count = 0;
-    TypeRef type;  // host data only: device data is a contiguous run of bytes
+    TypeRef type;  // host data only: device data moves as packed bytes of `device`
     Layout layout;
+    // `device` packs and unpacks a non-contiguous type (typed_device.h): its offsets are
+    // packed positions, not the user's memory, so it is never offered for a pull.
+    bool typed_device = false;
     std::vector<char> packed;  // host: packed copy (non-contiguous source, Bsend)
     std::unique_ptr<DeviceBuffer> device;
     std::size_t bytes = 0;  // packed size (send) or capacity (receive)

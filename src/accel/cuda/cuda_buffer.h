@@ -49,7 +49,18 @@ public:
 
     bool ipc_export(IpcExport *out) override;
 
+    // The pack kernels (pack.h) on this buffer's stream after the dependency: straight
+    // into or out of pinned memory this device reaches at its own address, otherwise
+    // through a device scratch and a copy (typed_copy.cc).
+    int pack_to_host(const FlatType &flat, std::int64_t origin, std::int64_t count, std::size_t first, void *dst,
+                     std::size_t len, std::unique_ptr<Completion> *done, std::string *why) override;
+    int unpack_from_host(const FlatType &flat, std::int64_t origin, std::int64_t count, std::size_t first,
+                         const void *src, std::size_t len, std::unique_ptr<Completion> *done,
+                         std::string *why) override;
+
 private:
+    int typed_copy(bool pack, const FlatType &flat, std::int64_t origin, std::int64_t count, std::size_t first,
+                   void *host, std::size_t len, std::unique_ptr<Completion> *done, std::string *why);
     // An interprocess event that fires with the captured dependency (see cuda_buffer.cc).
     std::shared_ptr<EventRef> exportable_dependency();
     bool in_bounds(std::size_t offset, std::size_t len, const char *what, std::string *why) const;

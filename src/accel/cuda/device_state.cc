@@ -35,6 +35,7 @@ DeviceState::~DeviceState() {
         for (cudaStream_t s : streams) quiet(cudaStreamSynchronize(s));
     // Returns at once; the driver releases each stream after its queued work.
     for (cudaStream_t s : streams) quiet(cudaStreamDestroy(s));
+    if (ready_stream) quiet(cudaStreamDestroy(ready_stream));
     if (done_words) quiet(cudaFreeHost(done_words));
 }
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,11 @@ struct DeviceState {
     // rank, for the copies that fail on purpose; configure() keeps them current.
     std::string fault_pull, fault_memop;
     int world_rank = 0;
+    // Copies between pageable host memory and a datatype's device scratch, issued only
+    // once what they read is ready, so that they never wait behind a user's work
+    // (typed_copy.cc). Made on first use.
+    std::mutex ready_mutex;
+    cudaStream_t ready_stream = nullptr;
 
     DeviceState() = default;
     DeviceState(const DeviceState &) = delete;

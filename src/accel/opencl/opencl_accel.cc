@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "accel/opencl/pack.h"
 #include "util/error.h"
 #include "pool/shared_memory.h"
 
@@ -261,6 +262,69 @@ int OpenClDeviceBuffer::enqueue_copy(Direction direction, std::size_t offset, vo
     // blocking call, and we never make one.
     clFlush(queue);
     *done = std::make_unique<EventCompletion>(std::move(event), entry_, !on_user_queue && wait_count == 0);
+    return MPI_SUCCESS;
+}
+
+int OpenClDeviceBuffer::pack_to_host(const FlatType &flat, std::int64_t origin, std::int64_t count, std::size_t first,
+                                     void *dst, std::size_t len, std::unique_ptr<Completion> *done, std::string *why) {
+    return enqueue_typed(Direction::TO_HOST, flat, origin, count, first, dst, len, done, why);
+}
+
+int OpenClDeviceBuffer::unpack_from_host(const FlatType &flat, std::int64_t origin, std::int64_t count,
+                                         std::size_t first, const void *src, std::size_t len,
+                                         std::unique_ptr<Completion> *done, std::string *why) {
+    return enqueue_typed(Direction::FROM_HOST, flat, origin, count, first, const_cast<void *>(src), len, done, why);
+}
+
+// The packed range goes through a scratch cl_mem of its own: released at once, OpenCL
+// keeps it until the commands using it have run. The host side's copy waits for nothing
+// but the queue's earlier commands; the kernel waits for the dependency.
+int OpenClDeviceBuffer::enqueue_typed(Direction direction, const FlatType &flat, std::int64_t origin,
+                                      std::int64_t count, std::size_t first, void *host, std::size_t len,
+                                      std::unique_ptr<Completion> *done, std::string *why) {
+    if (len == 0) {
+        *done = dependency();
+        if (!*done) *done = std::make_unique<FinishedCompletion>();
+        return MPI_SUCCESS;
+    }
+    int rc = take_marker(why);
+    if (rc != MPI_SUCCESS) return rc;
+    cl_int error = CL_SUCCESS;
+    MemRef scratch = MemRef::adopt(clCreateBuffer(entry_->context(), CL_MEM_READ_WRITE, len, nullptr, &error));
+    if (error != CL_SUCCESS || !scratch) {
+        *why = format("clCreateBuffer of %zu bytes to pack a datatype through failed: %s", len,
+                      cl_error_name(error).c_str());
+        return error == CL_MEM_OBJECT_ALLOCATION_FAILURE || error == CL_OUT_OF_RESOURCES ? MPI_ERR_NO_MEM
+                                                                                         : MPI_ERR_OTHER;
+    }
+    cl_command_queue queue = entry_->next_copy_queue();
+    cl_event wait_for = dependency_.get();
+    const cl_uint wait_count = wait_for ? 1 : 0;
+    const std::int64_t at = static_cast<std::int64_t>(region_offset_) + origin;
+    const auto first64 = static_cast<std::int64_t>(first);
+    const auto len64 = static_cast<std::int64_t>(len);
+    cl_event finished = nullptr;
+    if (direction == Direction::TO_HOST) {
+        rc = opencl::enqueue_pack(*entry_, queue, flat, mem_.get(), at, count, first64, len64, scratch.get(), 0,
+                                  wait_count, wait_count ? &wait_for : nullptr, nullptr, why);
+        if (rc != MPI_SUCCESS) return rc;
+        error = clEnqueueReadBuffer(queue, scratch.get(), CL_FALSE, 0, len, host, 0, nullptr, &finished);
+    } else {
+        error = clEnqueueWriteBuffer(queue, scratch.get(), CL_FALSE, 0, len, host, 0, nullptr, nullptr);
+        if (error == CL_SUCCESS) {
+            rc = opencl::enqueue_unpack(*entry_, queue, flat, scratch.get(), 0, len64, mem_.get(), at, count, first64,
+                                        wait_count, wait_count ? &wait_for : nullptr, &finished, why);
+            if (rc != MPI_SUCCESS) return rc;
+        }
+    }
+    if (error != CL_SUCCESS) {
+        *why = format("%s of %zu packed bytes failed: %s",
+                      direction == Direction::TO_HOST ? "clEnqueueReadBuffer" : "clEnqueueWriteBuffer", len,
+                      cl_error_name(error).c_str());
+        return MPI_ERR_OTHER;
+    }
+    clFlush(queue);
+    *done = std::make_unique<EventCompletion>(EventRef::adopt(finished), entry_, wait_count == 0);
     return MPI_SUCCESS;
 }
 

@@ -84,6 +84,14 @@ public:
     // patience (EventCompletion), so one queued behind a dependency never holds a caller.
     bool copies_wait_for_user_work() const override { return dependency_.get() != nullptr || user_queue_ != nullptr; }
     bool stages_nonblocking_sends() const override { return true; }
+    // The datatype kernels (pack.h) into a scratch cl_mem and a read from it, or a write
+    // into one and the unpack kernel, on one of the entry's in-order queues after the
+    // dependency.
+    int pack_to_host(const FlatType &flat, std::int64_t origin, std::int64_t count, std::size_t first, void *dst,
+                     std::size_t len, std::unique_ptr<Completion> *done, std::string *why) override;
+    int unpack_from_host(const FlatType &flat, std::int64_t origin, std::int64_t count, std::size_t first,
+                         const void *src, std::size_t len, std::unique_ptr<Completion> *done,
+                         std::string *why) override;
     // Captured for a blocking call (BufferAttrs::within_call); the constructor that takes
     // the user's queue is only ever used for one.
     void mark_blocking_call() { blocking_call_ = true; }
@@ -100,6 +108,9 @@ private:
     enum class Direction { TO_HOST, FROM_HOST };
     int enqueue_copy(Direction direction, std::size_t offset, void *host, std::size_t len,
                      std::unique_ptr<Completion> *done, std::string *why);
+    int enqueue_typed(Direction direction, const FlatType &flat, std::int64_t origin, std::int64_t count,
+                      std::size_t first, void *host, std::size_t len, std::unique_ptr<Completion> *done,
+                      std::string *why);
 
     std::shared_ptr<opencl::CacheEntry> entry_;
     opencl::MemRef mem_;
