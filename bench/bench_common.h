@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 static const char *g_prog = "bench"; /* program name in messages */
@@ -104,6 +105,22 @@ static int in_list(const char *list, const char *name) {
         if (len == n && !strncmp(p, name, n)) return 1;
         if (!e) break;
         p = e + 1;
+    }
+    return 0;
+}
+
+/* A knob given as off (0, no, off, false), as MPI-ACC reads it. */
+static inline int env_is_off(const char *name) {
+    const char *v = getenv(name);
+    return v && (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "off") || !strcasecmp(v, "false"));
+}
+
+/* This rank's index on its node, from whichever launcher started it (0 if none says). */
+static inline int local_rank_from_env(void) {
+    const char *names[] = {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v) return atoi(v);
     }
     return 0;
 }

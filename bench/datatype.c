@@ -397,20 +397,6 @@ void print_summary(Bench *b) {
 
 /* ------------------------------------------------------------------ main */
 
-static int env_is_off(const char *name) {
-    const char *v = getenv(name);
-    return v && (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "off") || !strcasecmp(v, "false"));
-}
-
-static int local_rank_from_env(void) {
-    const char *names[] = {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMIX_RANK"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const char *v = getenv(names[i]);
-        if (v && *v) return atoi(v);
-    }
-    return 0;
-}
-
 /* "visible_devices=N rank0_device=... rank1_device=..." for the CSV and the table. */
 static void describe_devices(Bench *b, char *out, size_t len) {
     struct cudaDeviceProp prop;

@@ -555,20 +555,6 @@ static const Config configs[] = {
 
 /* ------------------------------------------------------------------ main */
 
-static int env_is_off(const char *name) {
-    const char *v = getenv(name);
-    return v && (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "off") || !strcasecmp(v, "false"));
-}
-
-static int local_rank_from_env(void) {
-    const char *names[] = {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMIX_RANK"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const char *v = getenv(names[i]);
-        if (v && *v) return atoi(v);
-    }
-    return 0;
-}
-
 int main(int argc, char **argv) {
     Bench bb, *b = &bb;
     memset(b, 0, sizeof *b);
