@@ -7,7 +7,6 @@
 #ifndef REDUCE_LOCAL_CASES_H_INCLUDED
 #define REDUCE_LOCAL_CASES_H_INCLUDED
 
-#include <complex.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,6 +310,19 @@ static void rl_run_refusals(const rl_backend *be) {
         be->release(d1);
         be->release(d2);
     }
+}
+
+/* Where the kind is not usable: every case of rl_run_all, skipped by name. */
+static inline void rl_skip_all(const char *kind, const char *why) {
+    rl_type types[64];
+    char name[160];
+    const int n = rl_types(types);
+    for (int i = 0; i < n; ++i) {
+        snprintf(name, sizeof name, "MPI_Reduce_local on %s: %s, every op", kind, types[i].name);
+        mt_skip(name, why);
+    }
+    snprintf(name, sizeof name, "MPI_Reduce_local on %s: refusals name op, type and cause", kind);
+    mt_skip(name, why);
 }
 
 static void rl_run_all(const rl_backend *be) {
