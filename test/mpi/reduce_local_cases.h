@@ -274,8 +274,12 @@ static void rl_run_type(const rl_backend *be, const rl_type *t) {
     }
 }
 
-/* Pairs MPI defines that no device kernel computes, pairs it does not define, and ops MPI
- * reserves for one-sided accumulates. */
+static void rl_user_fn(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)in, (void)inout, (void)len, (void)type;
+}
+
+/* Pairs MPI defines that no device kernel computes, pairs it does not define, ops MPI
+ * reserves for one-sided accumulates, and user-defined ops. */
 static void rl_run_refusals(const rl_backend *be) {
     char name[160];
     snprintf(name, sizeof name, "MPI_Reduce_local on %s: refusals name op, type and cause", be->kind);
@@ -307,6 +311,15 @@ static void rl_run_refusals(const rl_backend *be) {
                          s, cases[i].says);
             MPI_Type_free(&t);
         }
+        MPI_Op user;
+        MPI_Op_create(rl_user_fn, 1, &user);
+        MPI_Datatype t = be->tag(MPI_INT);
+        int rc = MPI_Reduce_local(d1, d2, 4, t, user);
+        MT_CHECK(rc != MPI_SUCCESS && rl_class(rc) == MPI_ERR_UNSUPPORTED_OPERATION, "a user-defined op: class %d",
+                 rc == MPI_SUCCESS ? 0 : rl_class(rc));
+        if (rc != MPI_SUCCESS) MT_CHECK(rl_says(rc, "user-defined", "MPI_INT", s), "a user-defined op: \"%s\"", s);
+        MPI_Type_free(&t);
+        MPI_Op_free(&user);
         be->release(d1);
         be->release(d2);
     }
