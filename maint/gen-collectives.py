@@ -89,7 +89,12 @@ def main():
         if family == 'local':
             out.append('    MPI_Comm comm = MPI_COMM_WORLD;  // errors without a communicator, as MPICH\'s own')
         out.append('    MPIACC_COLLECTIVE_ENTRY("%s", P%s(%s));' % (name, name, call))
-        out.append('    MPIACC_CHECK(%s);' % check(family, a))
+        if family == 'local':
+            # Device buffers are reduced on their device; host buffers go to MPICH.
+            out.append('    int rc;')
+            out.append('    if (check && reduce_on_device(inbuf, inoutbuf, count, datatype, op, comm, call, &rc)) return rc;')
+        else:
+            out.append('    MPIACC_CHECK(%s);' % check(family, a))
         if blocking:
             nb = 'PMPI_I%s%s' % (base[0].lower() + base[1:], '_c' if large else '')
             out.append('    MPI_Request r;')

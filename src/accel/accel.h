@@ -24,6 +24,7 @@ const char *buf_kind_name(BufKind k);
 
 class PinnedPool;
 class FlatType;
+struct ReduceSpec;
 
 // What a kind can do, known without making its component: the CUDA and OpenCL runtimes
 // are not touched by a program that never passes device memory. Protocol and core ask
@@ -234,6 +235,15 @@ public:
                                  std::size_t /*first*/, const void * /*src*/, std::size_t /*len*/,
                                  std::unique_ptr<Completion> * /*done*/, std::string *why) {
         *why = "unpacking datatypes is not available for this buffer kind";
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    // MPI_Reduce_local: this[i] = in[i] op this[i] for `count` elements of spec.extent
+    // bytes each, `in` a buffer of the same kind, ordered after both captured
+    // dependencies. Blocking: returns once the result is in this buffer. Kinds without
+    // reduction kernels refuse.
+    virtual int reduce_local(DeviceBuffer & /*in*/, const ReduceSpec & /*spec*/, std::int64_t /*count*/,
+                             std::string *why) {
+        *why = "reductions are not available for this buffer kind";
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }
 };

@@ -7,11 +7,15 @@
 //   and another rank may have chosen differently. MPICH offers no hook into its own
 //   progress loop (checked: generalized-request poll functions are not called from a
 //   blocking MPI_Barrier in 4.0.2).
-// - Host data only. Device buffers in collectives are future work. Until then a buffer that
+// - Host data only, but for MPI_Reduce_local (reduced on the device, reduce_on_device).
+//   Device buffers in the other collectives are future work. Until then a buffer that
 //   is tagged with a device MPIX_ACC_BUF_TYPE, or found to be CUDA memory, gets
 //   MPI_ERR_UNSUPPORTED_OPERATION before MPICH sees it: MPICH would read a cl_mem handle
 //   or a device pointer as host memory. Only the arguments significant at this rank are
 //   looked at (a non-root's receive type may be anything).
+#include <climits>
+
+#include "accel/reduce_op.h"
 #include "binding/binding.h"
 
 using namespace mpiacc;
@@ -144,10 +148,67 @@ int check_neighbour_w(const void *sbuf, const MPI_Datatype stypes[], const void 
     return rc == MPI_SUCCESS ? require_host(rbuf, rtypes, in, comm, call, "recvbuf") : rc;
 }
 
-// MPI_Reduce_local: local, but MPICH reads both buffers as host memory all the same.
-int check_local(const void *inbuf, const void *inoutbuf, MPI_Datatype type, MPI_Comm comm, const char *call) {
-    int rc = require_host(inbuf, type, comm, call, "inbuf");
-    return rc == MPI_SUCCESS ? require_host(inoutbuf, type, comm, call, "inoutbuf") : rc;
+// MPI_Reduce_local. Host buffers go to MPICH (false). Device buffers of one kind are
+// reduced there by the kind's kernels, and *rc is the outcome (true). A host buffer with a
+// device one is refused: the call would stage a whole buffer behind the user's back, and
+// copying it to the device first says where the cost is.
+bool reduce_on_device(const void *inbuf, void *inoutbuf, MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                      const char *call, int *rc) {
+    std::string why;
+    BufferAttrs in_attrs, io_attrs;
+    const char *arg = "inbuf";
+    *rc = classify_buffer(inbuf, type, &in_attrs, &why, arg);
+    if (*rc == MPI_SUCCESS) *rc = classify_buffer(inoutbuf, type, &io_attrs, &why, arg = "inoutbuf");
+    if (*rc != MPI_SUCCESS) {
+        if (why.rfind(std::string(arg) + ": ", 0) != 0) why = format("%s: %s", arg, why.c_str());
+        *rc = raise_error(comm, *rc, call, why);
+        return true;
+    }
+    if (in_attrs.kind == BufKind::HOST && io_attrs.kind == BufKind::HOST) return false;
+    if (in_attrs.kind != io_attrs.kind) {
+        why = format(
+            "inbuf is %s memory and inoutbuf is %s memory: a device reduction takes both on the same kind; "
+            "copy the host side to the device first",
+            buf_kind_word(in_attrs.kind), buf_kind_word(io_attrs.kind));
+        *rc = raise_error(comm, MPI_ERR_UNSUPPORTED_OPERATION, call, why);
+        return true;
+    }
+    ReduceSpec spec;
+    *rc = classify_reduction(op, type, &spec, &why);
+    if (*rc == MPI_SUCCESS && (count < 0 || count > INT_MAX)) {
+        why = format("count %lld: %s", static_cast<long long>(count),
+                     count < 0 ? "negative" : "device reductions take at most INT_MAX elements");
+        *rc = count < 0 ? MPI_ERR_COUNT : MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    if (*rc != MPI_SUCCESS) {
+        *rc = raise_error(comm, *rc, call, why);
+        return true;
+    }
+    // Captured as plain bytes: a pair type with padding (MPI_DOUBLE_INT) is not
+    // contiguous, and would be captured for packing, which a kernel does not want.
+    const MPI_Count bytes = count * static_cast<MPI_Count>(spec.extent);
+    if (bytes > INT_MAX) {
+        why = format("%lld elements of %s take more than INT_MAX bytes, too many for a device reduction",
+                     static_cast<long long>(count), spec.type_name.c_str());
+        *rc = raise_error(comm, MPI_ERR_UNSUPPORTED_OPERATION, call, why);
+        return true;
+    }
+    in_attrs.within_call = io_attrs.within_call = true;
+    MessageBuffer in, inout;
+    *rc = make_message_buffer(const_cast<void *>(inbuf), static_cast<int>(bytes), MPI_BYTE, in_attrs, &in, &why);
+    if (*rc != MPI_SUCCESS) why = "inbuf: " + why;
+    if (*rc == MPI_SUCCESS) {
+        *rc = make_message_buffer(inoutbuf, static_cast<int>(bytes), MPI_BYTE, io_attrs, &inout, &why);
+        if (*rc != MPI_SUCCESS) why = "inoutbuf: " + why;
+    }
+    if (*rc == MPI_SUCCESS && (!in.device || !inout.device)) {
+        if (count == 0) return true;
+        why = "a device buffer was captured without its device";
+        *rc = MPI_ERR_INTERN;
+    }
+    if (*rc == MPI_SUCCESS) *rc = inout.device->reduce_local(*in.device, spec, count, &why);
+    if (*rc != MPI_SUCCESS) *rc = raise_error(comm, *rc, call, why);
+    return true;
 }
 
 }  // namespace

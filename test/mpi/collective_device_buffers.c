@@ -35,7 +35,6 @@ static void refuse_everywhere(void *buf, MPI_Datatype t, MPI_Comm ring, const ch
     P2P_CHECK_UNSUPPORTED(MPI_Iallreduce(buf, host, 1, t, MPI_BOR, W, &q), "MPI_Iallreduce", "sendbuf", cause);
     P2P_CHECK_UNSUPPORTED(MPI_Ialltoallw(host, counts, displs, types, buf, counts, displs, types, W, &q), "MPI_Ialltoallw",
                   "sendbuf", cause);
-    P2P_CHECK_UNSUPPORTED(MPI_Reduce_local(buf, host, 1, t, MPI_BOR), "MPI_Reduce_local", "inbuf", cause);
     /* MPI-4: large-count, persistent, and both */
     P2P_CHECK_UNSUPPORTED(MPI_Bcast_c(buf, 1, t, 0, W), "MPI_Bcast_c", "buffer", cause);
     P2P_CHECK_UNSUPPORTED(MPI_Allreduce_c(host, buf, 1, t, MPI_BOR, W), "MPI_Allreduce_c", "sendbuf", cause);

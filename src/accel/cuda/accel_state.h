@@ -20,6 +20,7 @@
 #include "accel/cuda/memtype_cache.h"
 #include "accel/cuda/pack.h"
 #include "accel/cuda/pinned_memory.h"
+#include "accel/cuda/reduce.h"
 #include "pool/shared_memory.h"
 #include "util/counters.h"
 
@@ -69,6 +70,7 @@ struct CudaAccel::State : std::enable_shared_from_this<CudaAccel::State> {
     std::shared_ptr<cuda::PinnedRanges> pinned = std::make_shared<cuda::PinnedRanges>();
     cuda::CopyKernels kernels;
     cuda::PackKernels packs{driver};  // derived datatypes (typed_copy.cc)
+    cuda::ReduceKernels reduces;      // MPI_Reduce_local (cuda_buffer.cc)
     std::atomic<std::int64_t> &memtype_queries = counter("cuda.memtype.query");
     std::atomic<std::int64_t> &streams_created = counter("cuda.stream.created");  // make_device_state counts
     MemtypeCache cache;

@@ -225,5 +225,50 @@ int CudaBuffer::copy(const CudaBuffer &other, void *dst, const void *src, std::s
     return MPI_SUCCESS;
 }
 
+int CudaBuffer::reduce_local(DeviceBuffer &in_buffer, const ReduceSpec &spec, std::int64_t count, std::string *why) {
+    auto *in = dynamic_cast<CudaBuffer *>(&in_buffer);
+    if (!in) {
+        *why = "inbuf and inoutbuf must both be CUDA memory";
+        return MPI_ERR_BUFFER;
+    }
+    if (in->device_->ordinal != device_->ordinal) {
+        *why = format("inbuf is on CUDA device %d and inoutbuf on device %d: a reduction takes both on one device",
+                      in->device_->ordinal, device_->ordinal);
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    const std::size_t bytes = static_cast<std::size_t>(count) * spec.extent;
+    if (count < 0 || bytes > capacity_ || bytes > in->capacity_) {
+        *why = format("%lld elements of %zu bytes are outside the captured CUDA regions", static_cast<long long>(count),
+                      spec.extent);
+        return MPI_ERR_COUNT;
+    }
+    if (count == 0) return MPI_SUCCESS;
+    DeviceGuard guard(device_->ordinal, device_->driver.get());
+    if (guard.error() != cudaSuccess) {
+        *why = format("cudaSetDevice(%d): %s", device_->ordinal, cuda_text(guard.error()).c_str());
+        return MPI_ERR_OTHER;
+    }
+    cudaStream_t stream =
+        device_->streams[std::size_t{pair_} * 2 + (flip_.fetch_add(1, std::memory_order_relaxed) & 1u)];
+    cudaError_t e = cudaSuccess;
+    if (dep_) e = quiet(cudaStreamWaitEvent(stream, dep_->get(), 0));
+    if (e == cudaSuccess && in->dep_) e = quiet(cudaStreamWaitEvent(stream, in->dep_->get(), 0));
+    if (e != cudaSuccess) {
+        *why = format("%s on %s: cudaStreamWaitEvent: %s", spec.op_name.c_str(), spec.type_name.c_str(),
+                      cuda_text(e).c_str());
+        return MPI_ERR_OTHER;
+    }
+    int rc = owner_->reduces.enqueue(spec, in->ptr_, ptr_, count, stream, why);
+    if (rc != MPI_SUCCESS) return rc;
+    // A blocking call: its own kernel, behind the user's work it was ordered after.
+    e = quiet(cudaStreamSynchronize(stream));
+    if (e != cudaSuccess) {
+        *why = format("%s on %s: the kernel failed: %s", spec.op_name.c_str(), spec.type_name.c_str(),
+                      cuda_text(e).c_str());
+        return MPI_ERR_OTHER;
+    }
+    return MPI_SUCCESS;
+}
+
 }  // namespace cuda
 }  // namespace mpiacc

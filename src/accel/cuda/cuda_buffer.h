@@ -58,6 +58,10 @@ public:
                          const void *src, std::size_t len, std::unique_ptr<Completion> *done,
                          std::string *why) override;
 
+    // The reduction kernel (reduce.h) on this buffer's stream after both dependencies;
+    // waits for it. `in` must be CUDA memory this buffer's device reaches.
+    int reduce_local(DeviceBuffer &in, const ReduceSpec &spec, std::int64_t count, std::string *why) override;
+
 private:
     int typed_copy(bool pack, const FlatType &flat, std::int64_t origin, std::int64_t count, std::size_t first,
                    void *host, std::size_t len, std::unique_ptr<Completion> *done, std::string *why);

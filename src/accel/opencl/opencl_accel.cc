@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "accel/opencl/pack.h"
+#include "accel/opencl/reduce.h"
 #include "util/error.h"
 #include "pool/shared_memory.h"
 
@@ -325,6 +326,50 @@ int OpenClDeviceBuffer::enqueue_typed(Direction direction, const FlatType &flat,
     }
     clFlush(queue);
     *done = std::make_unique<EventCompletion>(EventRef::adopt(finished), entry_, wait_count == 0);
+    return MPI_SUCCESS;
+}
+
+int OpenClDeviceBuffer::reduce_local(DeviceBuffer &in_buffer, const ReduceSpec &spec, std::int64_t count,
+                                     std::string *why) {
+    auto *in = dynamic_cast<OpenClDeviceBuffer *>(&in_buffer);
+    if (!in) {
+        *why = "inbuf and inoutbuf must both be OpenCL buffers";
+        return MPI_ERR_BUFFER;
+    }
+    if (in->entry_->context() != entry_->context()) {
+        *why = "inbuf and inoutbuf are cl_mem objects of different OpenCL contexts";
+        return MPI_ERR_BUFFER;
+    }
+    const std::size_t bytes = static_cast<std::size_t>(count) * spec.extent;
+    if (count < 0 || bytes > bytes_ || bytes > in->bytes_) {
+        *why = format("%lld elements of %zu bytes are outside the captured OpenCL regions",
+                      static_cast<long long>(count), spec.extent);
+        return MPI_ERR_COUNT;
+    }
+    if (count == 0) return MPI_SUCCESS;
+    int rc = take_marker(why);
+    if (rc == MPI_SUCCESS) rc = in->take_marker(why);
+    if (rc != MPI_SUCCESS) return rc;
+    cl_event wait[2];
+    cl_uint nwait = 0;
+    if (dependency_) wait[nwait++] = dependency_.get();
+    if (in->dependency_) wait[nwait++] = in->dependency_.get();
+    cl_command_queue queue = entry_->next_copy_queue();
+    cl_event finished = nullptr;
+    rc = opencl::enqueue_reduce(*entry_, queue, spec, in->mem_.get(), in->region_offset_, mem_.get(), region_offset_,
+                                count, nwait, nwait ? wait : nullptr, &finished, why);
+    if (rc != MPI_SUCCESS) return rc;
+    EventRef event = EventRef::adopt(finished);
+    clFlush(queue);
+    cl_int error = clWaitForEvents(1, &finished);
+    cl_int status = CL_COMPLETE;
+    if (error == CL_SUCCESS)
+        error = clGetEventInfo(finished, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+    if (error != CL_SUCCESS || status < 0) {
+        *why = format("%s on %s: the kernel failed: %s", spec.op_name.c_str(), spec.type_name.c_str(),
+                      cl_error_name(error != CL_SUCCESS ? error : status).c_str());
+        return MPI_ERR_OTHER;
+    }
     return MPI_SUCCESS;
 }
 

@@ -92,6 +92,9 @@ public:
     int unpack_from_host(const FlatType &flat, std::int64_t origin, std::int64_t count, std::size_t first,
                          const void *src, std::size_t len, std::unique_ptr<Completion> *done,
                          std::string *why) override;
+    // The reduction kernel (reduce.h) on one of the entry's queues after both
+    // dependencies; waits for it. `in` must be a cl_mem of the same context.
+    int reduce_local(DeviceBuffer &in, const ReduceSpec &spec, std::int64_t count, std::string *why) override;
     // Captured for a blocking call (BufferAttrs::within_call); the constructor that takes
     // the user's queue is only ever used for one.
     void mark_blocking_call() { blocking_call_ = true; }
