@@ -197,6 +197,10 @@ public:
     virtual bool stages_nonblocking_sends() const { return !copies_wait_for_user_work(); }
     // Enqueue a device-to-device copy of [offset, offset+len) into [dst_offset, ...) of
     // `dst`, a buffer of the same kind (used by the IPC pull). Kinds without it refuse.
+    // Whether offsets are plain bytes of the captured memory, so that a peer's
+    // copy_to_device (an IPC pull) may land in it; false for a packed view of a
+    // non-contiguous type (protocol/typed_device.h).
+    virtual bool holds_plain_bytes() const { return true; }
     virtual int copy_to_device(std::size_t /*offset*/, DeviceBuffer & /*dst*/, std::size_t /*dst_offset*/,
                                std::size_t /*len*/, std::unique_ptr<Completion> * /*done*/, std::string *why) {
         *why = "device-to-device copies are not available for this buffer kind";

@@ -301,7 +301,6 @@ char *MessageBuffer::contiguous_host() const {
 
 void MessageBuffer::hold_bytes(std::vector<char> &&data) {
     device.reset();
-    typed_device = false;
     kind = BufKind::HOST;
     packed = std::move(data);
     bytes = packed.size();
@@ -363,7 +362,6 @@ int make_typed_device_buffer(void *buf, int count, MPI_Datatype type, const Buff
         return MPI_SUCCESS;
     }
     out->device = std::make_unique<TypedDeviceBuffer>(std::move(region), std::move(flat), -lo, count);
-    out->typed_device = true;
     MPIACC_COUNT("protocol.typed_device_buffers");
     return MPI_SUCCESS;
 }
@@ -372,7 +370,6 @@ int make_typed_device_buffer(void *buf, int count, MPI_Datatype type, const Buff
 
 int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs, MessageBuffer *out,
                         std::string *why) {
-    out->typed_device = false;
     out->layout = describe_layout(count, type);
     if (out->layout.error != MPI_SUCCESS) {
         *why = out->layout.error == MPI_ERR_COUNT ? format("count %d is negative", count)

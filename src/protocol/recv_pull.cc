@@ -24,7 +24,7 @@ Accel *RecvOp::pull_source(const Envelope &env) const {
     if (!(env.flags & kEnvelopeHasIpc) || env.node_id != ctx.node_id || !ctx.knobs.ipc || !accel_caps(sender_kind).ipc)
         return nullptr;
     // A non-contiguous type on a device is unpacked from host memory: the sender stages.
-    if (dest_.typed_device) return nullptr;
+    if (dest_.device && !dest_.device->holds_plain_bytes()) return nullptr;
     Accel *accel = accel_for(sender_kind);
     if (!accel || !accel->available()) return nullptr;
     if (dest_.kind == sender_kind || (dest_.kind == BufKind::HOST && accel->device_in_use())) return accel;

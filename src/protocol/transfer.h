@@ -50,9 +50,6 @@ struct MessageBuffer {
     int count = 0;
     TypeRef type;  // host data only: device data moves as packed bytes of `device`
     Layout layout;
-    // `device` packs and unpacks a non-contiguous type (typed_device.h): its offsets are
-    // packed positions, not the user's memory, so it is never offered for a pull.
-    bool typed_device = false;
     std::vector<char> packed;  // host: packed copy (non-contiguous source, Bsend)
     std::unique_ptr<DeviceBuffer> device;
     std::size_t bytes = 0;  // packed size (send) or capacity (receive)

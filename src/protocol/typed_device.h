@@ -44,8 +44,9 @@ public:
         return inner_->pin_host_region(base, bytes, mapping, why);
     }
     bool copies_from_peer_segments() const override { return inner_->copies_from_peer_segments(); }
-    // Not offered for a pull: the peer would read the footprint as packed bytes. The
-    // default refusals of copy_to_device and ipc_export stand.
+    // Not offered for a pull, nor pulled into: a peer would take the footprint for packed
+    // bytes. The default refusals of copy_to_device and ipc_export stand.
+    bool holds_plain_bytes() const override { return false; }
 
 private:
     bool in_range(std::size_t offset, std::size_t len, const char *what, std::string *why) const;
