@@ -11,6 +11,7 @@
 #include "binding/binding.h"
 #include "binding/pack_device.h"
 #include "datatype/flat_type.h"
+#include "protocol/typed_device.h"
 
 namespace mpiacc {
 
@@ -41,12 +42,7 @@ struct HostFootprint {
         std::shared_ptr<const FlatType> flat = flat_type(type, &error, why);
         if (!flat) return error;
         std::int64_t lo = 0, hi = 0;
-        const std::int64_t c = count;
-        if (c > 0 && flat->size() > 0) {
-            const std::int64_t last = (c - 1) * flat->extent();
-            lo = flat->true_lb() + (last < 0 ? last : 0);
-            hi = flat->true_lb() + flat->true_extent() + (last > 0 ? last : 0);
-        }
+        type_footprint(*flat, count, &lo, &hi);
         bytes.assign(static_cast<std::size_t>(hi - lo) + 1, 0);
         origin = bytes.data() - lo;
         return MPI_SUCCESS;
@@ -124,13 +120,8 @@ int unpack_device(const void *inbuf, MPI_Count insize, MPI_Count *position, Mess
                       static_cast<long long>(insize - at), static_cast<long long>(at), mb.bytes);
         return MPI_ERR_TRUNCATE;
     }
-    if (mb.bytes > 0) {
-        std::unique_ptr<Completion> done;
-        int rc = mb.device->copy_from_host(0, static_cast<const char *>(inbuf) + at, mb.bytes, &done, why);
-        if (rc == MPI_SUCCESS)
-            rc = wait_copy(std::move(done), "outbuf: copying the packed bytes into the device buffer failed", why);
-        if (rc != MPI_SUCCESS) return rc;
-    }
+    int rc = copy_into_device(mb, static_cast<const char *>(inbuf) + at, mb.bytes, why);
+    if (rc != MPI_SUCCESS) return rc;
     *position = at + static_cast<MPI_Count>(mb.bytes);
     return MPI_SUCCESS;
 }
