@@ -193,8 +193,7 @@ CopyRoute CudaBuffer::route_copy(const CudaBuffer &other, void *dst, const void 
     const bool host_known_pinned = host && !route.memop && owner_->pinned->contains(host, len);
     route.host_orders = host && !route.memop && !host_known_pinned && !owner_->driver_pinned(host);
     const bool pull = mapping_ || other.mapping_;
-    route.stream_index =
-        pull ? kPullStream : std::size_t{pair_} * 2 + (flip_.fetch_add(1, std::memory_order_relaxed) & 1u);
+    route.stream_index = pull ? kPullStream : next_copy_stream();
     // Waited for at once, a copy goes without an event only where synchronizing the
     // stream ends within the copy's own running time: no dependency to wait behind.
     // IPC pulls keep theirs (copy_stream_wait.cc).
@@ -248,8 +247,7 @@ int CudaBuffer::reduce_local(DeviceBuffer &in_buffer, const ReduceSpec &spec, st
         *why = format("cudaSetDevice(%d): %s", device_->ordinal, cuda_text(guard.error()).c_str());
         return MPI_ERR_OTHER;
     }
-    cudaStream_t stream =
-        device_->streams[std::size_t{pair_} * 2 + (flip_.fetch_add(1, std::memory_order_relaxed) & 1u)];
+    cudaStream_t stream = device_->streams[next_copy_stream()];
     cudaError_t e = cudaSuccess;
     if (dep_) e = quiet(cudaStreamWaitEvent(stream, dep_->get(), 0));
     if (e == cudaSuccess && in->dep_) e = quiet(cudaStreamWaitEvent(stream, in->dep_->get(), 0));

@@ -95,6 +95,10 @@ private:
     std::shared_ptr<EventRef> ipc_dep_;  // dep_ as an interprocess event, once exported
     unsigned pair_;
     std::atomic<unsigned> flip_{0};
+    // The index of this buffer's next copy stream: its pair's two, in turn.
+    std::size_t next_copy_stream() {
+        return std::size_t{pair_} * 2 + (flip_.fetch_add(1, std::memory_order_relaxed) & 1u);
+    }
     std::shared_ptr<IpcMapping> mapping_;  // set for a peer's region
 };
 

@@ -112,8 +112,7 @@ int CudaBuffer::typed_copy(bool pack, const FlatType &flat, std::int64_t origin,
     char *at = reinterpret_cast<char *>(as_addr(ptr_) + static_cast<std::uintptr_t>(origin));
     const auto first64 = static_cast<std::int64_t>(first);
     const auto len64 = static_cast<std::int64_t>(len);
-    cudaStream_t stream =
-        device_->streams[std::size_t{pair_} * 2 + (flip_.fetch_add(1, std::memory_order_relaxed) & 1u)];
+    cudaStream_t stream = device_->streams[next_copy_stream()];
     auto fail = [&](const char *step, cudaError_t e) {
         *why = format("%s of %zu bytes: %s: %s", verb, len, step, cuda_text(e).c_str());
         return MPI_ERR_OTHER;
