@@ -39,6 +39,9 @@ struct AccelCaps {
     // A buffer is an opaque handle (cl_mem), not an address: a datatype's lower bound is
     // an offset into it (MPIX_ACC_OFFSET), never pointer arithmetic.
     bool handle_addressed = false;
+    // A small nonblocking send is always staged whole at the call when no pull is on offer:
+    // every buffer of the kind says yes to DeviceBuffer::stages_nonblocking_sends.
+    bool stages_small_isends = false;
     // register_host can page-lock host memory, so that copies from and to it are DMA.
     bool registers_host = false;
     // DeviceBuffer::pack_to_host / unpack_from_host move a datatype's packed bytes: a
@@ -82,6 +85,10 @@ struct BufferAttrs {
     // by running them on that queue, or by a marker taken at the first copy, instead of
     // capturing a dependency up front.
     bool within_call = false;
+    // Not an attribute: every copy of the buffer is issued before the call returns, though
+    // the DeviceBuffer may outlive it (a small nonblocking send staged at the call; set
+    // with within_call too). A kind may then run a whole-buffer copy on the user's queue.
+    bool copies_in_call = false;
     // Not an attribute: a send buffer that will be offered for an IPC pull (CUDA, a peer
     // on this node, IPC on). Its dependency is then captured as an interprocess event,
     // which the envelope carries as it is: one record on the user's stream, where a

@@ -76,7 +76,7 @@ const AccelCaps &accel_caps(BufKind kind) {
         case BufKind::OPENCL: {
             static const AccelCaps opencl = [] {
                 AccelCaps c;
-                c.device_memory = c.handle_addressed = c.packs_types = true;
+                c.device_memory = c.handle_addressed = c.packs_types = c.stages_small_isends = true;
                 return c;
             }();
             return opencl;

@@ -112,6 +112,12 @@ private:
     int error_ = MPI_SUCCESS;
 };
 
+bool event_complete(cl_event event) {
+    cl_int status = CL_QUEUED;
+    return clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) == CL_SUCCESS &&
+           status == CL_COMPLETE;
+}
+
 // A marker on the user's queue: complete once the work enqueued there before it is.
 // Flushed, because our copy queues wait on it and OpenCL only promises that for a
 // flushed queue.
@@ -203,7 +209,6 @@ OpenClDeviceBuffer::OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry
                                        std::size_t bytes, cl_command_queue queue)
     : OpenClDeviceBuffer(std::move(entry), std::move(mem), offset, bytes, EventRef{}) {
     user_queue_ = queue;
-    blocking_call_ = true;
 }
 
 // Within a blocking call the caller has enqueued nothing since the call began, so a
@@ -243,6 +248,9 @@ int OpenClDeviceBuffer::enqueue_copy(Direction direction, std::size_t offset, vo
     }
     cl_command_queue queue = on_user_queue ? user_queue_ : entry_->next_copy_queue();
     cl_event wait_for = on_user_queue ? nullptr : dependency_.get();
+    // A dependency already met orders nothing: a copy waiting on another queue's event
+    // costs NVIDIA's OpenCL more than asking the event once.
+    if (wait_for && event_complete(wait_for)) wait_for = nullptr;
     cl_uint wait_count = wait_for ? 1 : 0;
     cl_event copied = nullptr;
     cl_int error = CL_SUCCESS;
@@ -700,11 +708,14 @@ int OpenClAccel::capture(void *addr, std::size_t bytes, const BufferAttrs &attrs
         return MPI_ERR_COUNT;
     }
 
-    if (attrs.within_call && attrs.queue && !attrs.event && is_in_order(static_cast<cl_command_queue>(attrs.queue))) {
+    if ((attrs.within_call || attrs.copies_in_call) && attrs.queue && !attrs.event &&
+        is_in_order(static_cast<cl_command_queue>(attrs.queue))) {
         std::shared_ptr<opencl::CacheEntry> entry = cache_->acquire(user_context, user_device, why);
         if (!entry) return MPI_ERR_OTHER;
-        *out = std::make_unique<OpenClDeviceBuffer>(std::move(entry), MemRef::retain(mem), attrs.offset, bytes,
-                                                    static_cast<cl_command_queue>(attrs.queue));
+        auto buffer = std::make_unique<OpenClDeviceBuffer>(std::move(entry), MemRef::retain(mem), attrs.offset, bytes,
+                                                           static_cast<cl_command_queue>(attrs.queue));
+        if (attrs.within_call) buffer->mark_blocking_call();
+        *out = std::move(buffer);
         return MPI_SUCCESS;
     }
 

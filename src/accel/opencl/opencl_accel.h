@@ -39,12 +39,14 @@ class OpenClDeviceBuffer final : public DeviceBuffer {
 public:
     OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry, opencl::MemRef mem, std::size_t offset,
                        std::size_t bytes, opencl::EventRef dependency);
-    // A buffer of a blocking call (BufferAttrs::within_call) on the user's in-order
-    // `queue`, which the call keeps alive, so it is not retained (a release is costly on
-    // NVIDIA's OpenCL). A copy of the whole region runs on that queue, after the work
-    // already there, with no marker: a marker and a copy on our queue waiting for it are
-    // slower for a small message (docs/performance.md, 'OpenCL blocking calls'). Pipeline
-    // chunks still run on our two queues, behind a marker taken at the first of them.
+    // A buffer whose copies are all issued within the call (BufferAttrs::within_call or
+    // copies_in_call: a blocking call, or a small nonblocking send staged at the call) on
+    // the user's in-order `queue`, which the call keeps alive, so it is not retained (a
+    // release is costly on NVIDIA's OpenCL). A copy of the whole region runs on that
+    // queue, after the work already there, with no marker: a marker and a copy on our
+    // queue waiting for it are slower for a small message (docs/performance.md, 'OpenCL
+    // blocking calls'). Pipeline chunks still run on our two queues, behind a marker
+    // taken at the first of them.
     OpenClDeviceBuffer(std::shared_ptr<opencl::CacheEntry> entry, opencl::MemRef mem, std::size_t offset,
                        std::size_t bytes, cl_command_queue queue);
 
@@ -95,8 +97,8 @@ public:
     // The reduction kernel (reduce.h) on one of the entry's queues after both
     // dependencies; waits for it. `in` must be a cl_mem of the same context.
     int reduce_local(DeviceBuffer &in, const ReduceSpec &spec, std::int64_t count, std::string *why) override;
-    // Captured for a blocking call (BufferAttrs::within_call); the constructor that takes
-    // the user's queue is only ever used for one.
+    // Captured for a blocking call (BufferAttrs::within_call): it may take a receive
+    // bounce at once (acquire_receive_bounce).
     void mark_blocking_call() { blocking_call_ = true; }
 
     cl_mem mem() const { return mem_.get(); }
@@ -122,7 +124,7 @@ private:
     int take_marker(std::string *why);
 
     opencl::EventRef dependency_;
-    cl_command_queue user_queue_ = nullptr;  // within a blocking call (not retained)
+    cl_command_queue user_queue_ = nullptr;  // copies issued within the call (not retained)
     bool blocking_call_ = false;
 };
 
