@@ -6,25 +6,36 @@ prototypes in MPICH's mpi_proto.h (MPICH's own bindings are generated the same w
         > src/binding/collective_wrappers.inc && clang-format -i src/binding/collective_wrappers.inc
 
 Every blocking, nonblocking (MPI_I...), persistent (..._init) and large-count (..._c)
-collective with buffers, and MPI_Reduce_local. Each checks the buffers significant at
-the calling rank (collective.cc: check_*), and a blocking one runs as its nonblocking form
-plus MPI-ACC progress (finish()). The family of a collective says which buffers matter
-where."""
+collective, and MPI_Reduce_local. Each describes the buffers significant at the calling
+rank (coll/describe.h); one with a device buffer among them, or called while an earlier
+collective on its communicator still waits for its turn (coll/issue_order.h), goes
+through a staged collective (coll/staged.h) with MPICH's call on host substitutes. The
+rest go to MPICH as they are, a blocking one as its nonblocking form plus MPI-ACC
+progress (finish()). The family of a collective says which buffers matter where."""
 import re
 import sys
 
 BASES = {
+    'Barrier': 'none',
     'Bcast': 'bcast',
-    'Reduce': 'to_root', 'Gather': 'to_root', 'Gatherv': 'to_root',
-    'Scatter': 'from_root', 'Scatterv': 'from_root',
-    'Allreduce': 'all', 'Allgather': 'all', 'Allgatherv': 'all', 'Alltoall': 'all', 'Alltoallv': 'all',
-    'Reduce_scatter': 'all', 'Reduce_scatter_block': 'all', 'Scan': 'all', 'Exscan': 'all',
-    'Neighbor_allgather': 'all', 'Neighbor_allgatherv': 'all', 'Neighbor_alltoall': 'all',
-    'Neighbor_alltoallv': 'all',
-    'Alltoallw': 'all_w', 'Neighbor_alltoallw': 'neighbour_w',
+    'Reduce': 'reduce', 'Gather': 'gather', 'Gatherv': 'gather',
+    'Scatter': 'scatter', 'Scatterv': 'scatter',
+    'Allreduce': 'allreduce', 'Scan': 'allreduce', 'Exscan': 'allreduce',
+    'Allgather': 'allgather', 'Allgatherv': 'allgather',
+    'Neighbor_allgather': 'allgather', 'Neighbor_allgatherv': 'allgather',
+    'Alltoall': 'alltoall', 'Alltoallv': 'alltoall', 'Alltoallw': 'alltoall',
+    'Neighbor_alltoall': 'alltoall', 'Neighbor_alltoallv': 'alltoall', 'Neighbor_alltoallw': 'alltoall',
+    'Reduce_scatter': 'reduce_scatter', 'Reduce_scatter_block': 'reduce_scatter_block',
     'Reduce_local': 'local',
 }
 
+# Arguments MPICH is handed in place of the user's, in the issue function: the host
+# scratch of a staged buffer, the kept duplicate of a type.
+SUBSTITUTE = {
+    'buffer': 'c_.host(0)', 'sendbuf': 'c_.host(0)', 'recvbuf': 'c_.host(1)',
+    'datatype': 'c_.type(datatype)', 'sendtype': 'c_.type(sendtype)', 'recvtype': 'c_.type(recvtype)',
+    'sendtypes': 'c_.types(0)', 'recvtypes': 'c_.types(1)', 'request': 'r_',
+}
 
 def prototypes(text):
     text = re.sub(r'MPICH_ATTR_POINTER_WITH_TYPE_TAG\([^)]*\)', '', text).replace('MPICH_API_PUBLIC', '')
@@ -57,21 +68,42 @@ def args_of(params):
     return names
 
 
-def check(family, a):
-    def t(x):
-        return x if x in a else 'datatype'
+def describe(base, family, a):
+    """The describe_* call (coll/describe.h) for a collective's buffers, or None."""
+    nb = 'true' if base.startswith('Neighbor') else 'false'
+    none = 'kNoCounts, kNoCounts'
+    if family == 'none':
+        return None
     if family == 'bcast':
-        return 'check_bcast(buffer, datatype, root, comm, call)'
-    if family in ('to_root', 'from_root'):
-        return 'check_rooted(sendbuf, %s, recvbuf, %s, root, comm, call, Direction::%s)' % (
-            t('sendtype'), t('recvtype'), 'TO_ROOT' if family == 'to_root' else 'FROM_ROOT')
-    if family == 'all':
-        return 'check_all(sendbuf, %s, recvbuf, %s, comm, call)' % (t('sendtype'), t('recvtype'))
-    if family == 'all_w':
-        return 'check_all_w(sendbuf, sendtypes, recvbuf, recvtypes, comm, call)'
-    if family == 'neighbour_w':
-        return 'check_neighbour_w(sendbuf, sendtypes, recvbuf, recvtypes, comm, call)'
-    return 'check_local(inbuf, inoutbuf, datatype, comm, call)'
+        return 'describe_bcast(c, buffer, count, datatype, root, &why_)'
+    if family == 'reduce':
+        return 'describe_reduce(c, sendbuf, recvbuf, count, datatype, root, &why_)'
+    if family == 'allreduce':
+        prefix = {'Allreduce': 'NONE', 'Scan': 'INCLUSIVE', 'Exscan': 'EXCLUSIVE'}[base]
+        return 'describe_allreduce(c, sendbuf, recvbuf, count, datatype, Prefix::%s, &why_)' % prefix
+    if family == 'reduce_scatter':
+        return 'describe_reduce_scatter(c, sendbuf, recvbuf, recvcounts, datatype, &why_)'
+    if family == 'reduce_scatter_block':
+        return 'describe_reduce_scatter_block(c, sendbuf, recvbuf, recvcount, datatype, &why_)'
+    if family == 'gather':
+        rc = 'recvcount, %s' % none if 'recvcount' in a else '0, recvcounts, displs'
+        return 'describe_gather(c, sendbuf, sendcount, sendtype, recvbuf, %s, recvtype, root, &why_)' % rc
+    if family == 'scatter':
+        sc = 'sendcount, %s' % none if 'sendcount' in a else '0, sendcounts, displs'
+        return 'describe_scatter(c, sendbuf, %s, sendtype, recvbuf, recvcount, recvtype, root, &why_)' % sc
+    if family == 'allgather':
+        rc = 'recvcount, %s' % none if 'recvcount' in a else '0, recvcounts, displs'
+        return 'describe_allgather(c, sendbuf, sendcount, sendtype, recvbuf, %s, recvtype, %s, &why_)' % (rc, nb)
+    if family == 'alltoall':
+        if 'sendtypes' in a:
+            return ('describe_alltoall(c, sendbuf, 0, sendcounts, sdispls, MPI_DATATYPE_NULL, sendtypes, recvbuf, 0, '
+                    'recvcounts, rdispls, MPI_DATATYPE_NULL, recvtypes, %s, &why_)' % nb)
+        if 'sendcounts' in a:
+            return ('describe_alltoall(c, sendbuf, 0, sendcounts, sdispls, sendtype, nullptr, recvbuf, 0, recvcounts, '
+                    'rdispls, recvtype, nullptr, %s, &why_)' % nb)
+        return ('describe_alltoall(c, sendbuf, sendcount, %s, sendtype, nullptr, recvbuf, recvcount, %s, recvtype, '
+                'nullptr, %s, &why_)' % (none, none, nb))
+    raise ValueError(family)
 
 
 def main():
@@ -84,21 +116,47 @@ def main():
         family = BASES[base]
         a = args_of(params)
         call = ', '.join(a)
-        blocking = not nonblocking and not init and family != 'local'
         out.append('int %s(%s) {' % (name, params))
         if family == 'local':
-            out.append('    MPI_Comm comm = MPI_COMM_WORLD;  // errors without a communicator, as MPICH\'s own')
-        out.append('    MPIACC_COLLECTIVE_ENTRY("%s", P%s(%s));' % (name, name, call))
-        if family == 'local':
             # Device buffers are reduced on their device; host buffers go to MPICH.
+            out.append('    MPI_Comm comm = MPI_COMM_WORLD;  // errors without a communicator, as MPICH\'s own')
+            out.append('    MPIACC_COLLECTIVE_ENTRY("%s", P%s(%s));' % (name, name, call))
             out.append('    int rc;')
             out.append('    if (check && reduce_on_device(inbuf, inoutbuf, count, datatype, op, comm, call, &rc)) return rc;')
+            out.append('    return P%s(%s);' % (name, call))
+            out.append('}')
+            out.append('')
+            continue
+        blocking = not nonblocking and not init
+        out.append('    MPIACC_COLLECTIVE_ENTRY("%s", P%s(%s));' % (name, name, call))
+        # MPICH's nonblocking form (blocking and nonblocking calls), or the persistent
+        # initialisation, on the staged call's substitutes.
+        issue = name if not blocking else 'MPI_I%s%s' % (base[0].lower() + base[1:], '_c' if large else '')
+        issue_args = [SUBSTITUTE.get(x, x) for x in a] + (['r_'] if blocking else [])
+        body = 'return P%s(%s);' % (issue, ', '.join(issue_args))
+        lam = '[=](const CollCall &%s, MPI_Request *r_) { %s }' % ('c_' if 'c_.' in body else '', body)
+        form = 'PERSISTENT' if init else 'BLOCKING' if blocking else 'NONBLOCKING'
+        req = 'request' if not blocking else 'nullptr'
+        d = describe(base, family, a)
+        if not d:
+            # No buffers: only the turn to wait for.
+            if init:
+                out.append('    if (collectives_queued()) wait_for_queued_collectives(comm);')
+            else:
+                out.append('    if (collectives_queued_on(comm))')
+                out.append('        return run_staged(CollCall(call, comm), %s, StagedCollective::Form::%s, %s);' % (lam, form, req))
         else:
-            out.append('    MPIACC_CHECK(%s);' % check(family, a))
+            out.append('    if (check || collectives_queued()) {')
+            if init:
+                out.append('        wait_for_queued_collectives(comm);')
+            out.append('        CollCall c(call, comm);')
+            out.append('        MPIACC_DESCRIBE(%s);' % d)
+            cond = 'c.staged()' if init else 'c.staged() || collectives_queued_on(comm)'
+            out.append('        if (%s) return run_staged(std::move(c), %s, StagedCollective::Form::%s, %s);' % (cond, lam, form, req))
+            out.append('    }')
         if blocking:
-            nb = 'PMPI_I%s%s' % (base[0].lower() + base[1:], '_c' if large else '')
             out.append('    MPI_Request r;')
-            out.append('    return finish(%s(%s, &r), &r);' % (nb, call))
+            out.append('    return finish(P%s(%s, &r), &r);' % (issue, call))
         else:
             out.append('    return P%s(%s);' % (name, call))
         out.append('}')

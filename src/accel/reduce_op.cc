@@ -126,10 +126,9 @@ std::string type_name(MPI_Datatype type) {
     return std::string(name, static_cast<std::size_t>(len));
 }
 
-// The predefined type a chain of MPI_Type_dup leads to (device buffers are tagged on a
-// dup), or `type` itself when the chain ends elsewhere. The dups get_contents made along
-// the way are freed; named types never are.
-MPI_Datatype undup(MPI_Datatype type) {
+}  // namespace
+
+MPI_Datatype undup_type(MPI_Datatype type) {
     std::vector<MPI_Datatype> made;
     MPI_Datatype at = type, result = type;
     for (int depth = 0; depth < 64 && at != MPI_DATATYPE_NULL; ++depth) {
@@ -151,8 +150,6 @@ MPI_Datatype undup(MPI_Datatype type) {
     for (MPI_Datatype &t : made) PMPI_Type_free(&t);
     return result;
 }
-
-}  // namespace
 
 const char *reduce_op_word(ReduceOp op) {
     static const char *const words[] = {"max",  "min",  "sum", "prod", "land",   "lor",
@@ -176,7 +173,7 @@ int classify_reduction(MPI_Op op, MPI_Datatype type, ReduceSpec *out, std::strin
         {MPI_BOR, ReduceOp::BOR, "MPI_BOR"},          {MPI_BXOR, ReduceOp::BXOR, "MPI_BXOR"},
         {MPI_MINLOC, ReduceOp::MINLOC, "MPI_MINLOC"}, {MPI_MAXLOC, ReduceOp::MAXLOC, "MPI_MAXLOC"},
     };
-    type = undup(type);
+    type = undup_type(type);
     const OpEntry *found = nullptr;
     for (const OpEntry &entry : ops)
         if (entry.op == op) found = &entry;

@@ -51,4 +51,9 @@ const char *reduce_elem_word(ReduceElem elem);
 // does (long double, Fortran types, derived types, user-defined ops).
 int classify_reduction(MPI_Op op, MPI_Datatype type, ReduceSpec *out, std::string *why);
 
+// The predefined type a chain of MPI_Type_dup leads to (device buffers are tagged on a
+// dup, and MPICH reduces predefined types only), or `type` itself when the chain ends
+// elsewhere. The dups get_contents made along the way are freed; named types never are.
+MPI_Datatype undup_type(MPI_Datatype type);
+
 }  // namespace mpiacc

@@ -58,6 +58,10 @@ private:
 // Drives `op` (not in any table) to completion from a blocking call.
 int run_to_completion(Op *op);
 
+// An inactive MPICH persistent request that stands in as the user's handle of an
+// MPI-ACC persistent op (Op::Handle::PERSISTENT).
+MPI_Request placeholder_request();
+
 // Waits for an MPICH request while keeping MPI-ACC transfers moving.
 int wait_mpich_request(MPI_Request *req, MPI_Status *status);
 // Waits for MPICH requests `reqs` one after another (statuses ignored), the same way.

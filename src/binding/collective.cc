@@ -1,4 +1,4 @@
-// Collectives. Two rules hold for every one of them:
+// Collectives. Three rules hold for every one of them:
 //
 // - Progress (DESIGN 2.6). A blocking collective runs as its nonblocking form plus MPI-ACC
 //   progress, so a rank blocked in one still answers its peers' CTS and chunks: Isend(gpu)
@@ -7,16 +7,18 @@
 //   and another rank may have chosen differently. MPICH offers no hook into its own
 //   progress loop (checked: generalized-request poll functions are not called from a
 //   blocking MPI_Barrier in 4.0.2).
-// - Host data only, but for MPI_Reduce_local (reduced on the device, reduce_on_device).
-//   Device buffers in the other collectives are future work. Until then a buffer that
-//   is tagged with a device MPIX_ACC_BUF_TYPE, or found to be CUDA memory, gets
-//   MPI_ERR_UNSUPPORTED_OPERATION before MPICH sees it: MPICH would read a cl_mem handle
-//   or a device pointer as host memory. Only the arguments significant at this rank are
-//   looked at (a non-root's receive type may be anything).
+// - Device buffers are staged through host memory (coll/staged.h); MPI_Reduce_local
+//   reduces them on the device (reduce_on_device). Only the arguments significant at this
+//   rank are looked at (a non-root's receive type may be anything).
+// - Order (coll/issue_order.h): a collective called while an earlier one on its
+//   communicator waits for its inputs queues behind it, host data or not.
 #include <climits>
 
 #include "accel/reduce_op.h"
 #include "binding/binding.h"
+#include "coll/describe.h"
+#include "coll/issue_order.h"
+#include "coll/staged.h"
 
 using namespace mpiacc;
 
@@ -38,114 +40,38 @@ int mpiacc::require_host_buffer(const void *buf, MPI_Datatype type, const char *
 
 namespace {
 
-// MPI_SUCCESS, or the error raised on comm for argument `arg`: a device buffer, or MPI-ACC
-// attributes that do not describe a buffer.
-int require_host(const void *buf, MPI_Datatype type, MPI_Comm comm, const char *call, const char *arg) {
-    if (buf == MPI_IN_PLACE) return MPI_SUCCESS;
-    std::string why;
-    int rc = require_host_buffer(buf, type, arg, "collectives on device buffers are not supported yet", &why);
-    return rc == MPI_SUCCESS ? rc : raise_error(comm, rc, call, why);
-}
-
-// The same for a buffer described by one type per peer (the "w" collectives).
-int require_host(const void *buf, const MPI_Datatype types[], int ntypes, MPI_Comm comm, const char *call,
-                 const char *arg) {
-    if (buf == MPI_IN_PLACE || types == nullptr) return MPI_SUCCESS;
-    for (int i = 0; i < ntypes; ++i) {
-        int rc = require_host(buf, types[i], comm, call, arg);
-        if (rc != MPI_SUCCESS) return rc;
-    }
-    return MPI_SUCCESS;
-}
-
-// Which of a rooted collective's buffers are significant at this rank: `root` for the
-// root's side (its receive buffer in a gather, its send buffer in a scatter), `member`
-// for the side every other participant has. In an intracommunicator the root is a
-// member too; in an intercommunicator the root passes MPI_ROOT, the rest of its group
-// MPI_PROC_NULL (nothing significant), and the other group the root's rank.
-struct Rooted {
-    bool root = false, member = false;
-};
-Rooted rooted(MPI_Comm comm, int root) {
-    int inter = 0;
-    PMPI_Comm_test_inter(comm, &inter);
-    if (inter) return Rooted{root == MPI_ROOT, root != MPI_ROOT && root != MPI_PROC_NULL};
-    int rank = MPI_PROC_NULL;
-    PMPI_Comm_rank(comm, &rank);
-    return Rooted{rank == root, true};
-}
-
-// Entries in an alltoallw type array: one per process of the (remote) group.
-int peers(MPI_Comm comm) {
-    int inter = 0, n = 0;
-    PMPI_Comm_test_inter(comm, &inter);
-    if (inter)
-        PMPI_Comm_remote_size(comm, &n);
-    else
-        PMPI_Comm_size(comm, &n);
-    return n;
-}
-
-// In- and out-degree of a communicator with a topology (the neighbour collectives' type
-// arrays); 0 and 0 without one (MPICH then reports the error itself).
-void neighbours(MPI_Comm comm, int *in, int *out) {
-    *in = *out = 0;
-    int topo = MPI_UNDEFINED;
-    PMPI_Topo_test(comm, &topo);
-    if (topo == MPI_CART) {
-        int ndims = 0;
-        PMPI_Cartdim_get(comm, &ndims);
-        *in = *out = 2 * ndims;
-    } else if (topo == MPI_GRAPH) {
-        int rank = 0;
-        PMPI_Comm_rank(comm, &rank);
-        PMPI_Graph_neighbors_count(comm, rank, in);
-        *out = *in;
-    } else if (topo == MPI_DIST_GRAPH) {
-        int weighted = 0;
-        PMPI_Dist_graph_neighbors_count(comm, in, out, &weighted);
-    }
-}
+// The count and displacement arrays of a collective that has none (describe.h).
+constexpr const int *kNoCounts = nullptr;
 
 // A blocking collective as its nonblocking form, waited for with MPI-ACC progress.
 int finish(int rc, MPI_Request *r) { return rc != MPI_SUCCESS ? rc : wait_mpich_request(r, MPI_STATUS_IGNORE); }
 
-// The buffers of each family of collectives, where significant: MPI_SUCCESS, or the error
-// raised on comm for the first that is not host memory.
-int check_bcast(const void *buf, MPI_Datatype type, int root, MPI_Comm comm, const char *call) {
-    Rooted at = rooted(comm, root);
-    return at.root || at.member ? require_host(buf, type, comm, call, "buffer") : MPI_SUCCESS;
-}
-
-enum class Direction { TO_ROOT, FROM_ROOT };  // gather and reduce; scatter
-int check_rooted(const void *sbuf, MPI_Datatype stype, const void *rbuf, MPI_Datatype rtype, int root, MPI_Comm comm,
-                 const char *call, Direction d) {
-    Rooted at = rooted(comm, root);
-    const bool send_side = d == Direction::TO_ROOT ? at.member : at.root;
-    const bool recv_side = d == Direction::TO_ROOT ? at.root : at.member;
-    int rc = send_side ? require_host(sbuf, stype, comm, call, "sendbuf") : MPI_SUCCESS;
-    return rc == MPI_SUCCESS && recv_side ? require_host(rbuf, rtype, comm, call, "recvbuf") : rc;
-}
-
-int check_all(const void *sbuf, MPI_Datatype stype, const void *rbuf, MPI_Datatype rtype, MPI_Comm comm,
-              const char *call) {
-    int rc = require_host(sbuf, stype, comm, call, "sendbuf");
-    return rc == MPI_SUCCESS ? require_host(rbuf, rtype, comm, call, "recvbuf") : rc;
-}
-
-int check_all_w(const void *sbuf, const MPI_Datatype stypes[], const void *rbuf, const MPI_Datatype rtypes[],
-                MPI_Comm comm, const char *call) {
-    const int n = peers(comm);
-    int rc = require_host(sbuf, stypes, n, comm, call, "sendbuf");
-    return rc == MPI_SUCCESS ? require_host(rbuf, rtypes, n, comm, call, "recvbuf") : rc;
-}
-
-int check_neighbour_w(const void *sbuf, const MPI_Datatype stypes[], const void *rbuf, const MPI_Datatype rtypes[],
-                      MPI_Comm comm, const char *call) {
-    int in = 0, out = 0;
-    neighbours(comm, &in, &out);
-    int rc = require_host(sbuf, stypes, out, comm, call, "sendbuf");
-    return rc == MPI_SUCCESS ? require_host(rbuf, rtypes, in, comm, call, "recvbuf") : rc;
+// A collective through a StagedCollective: run to completion (BLOCKING, request null),
+// or registered under *request (a generalized request for NONBLOCKING, an inactive
+// placeholder for PERSISTENT, as persistent point-to-point requests have).
+int run_staged(CollCall &&c, CollIssue issue, StagedCollective::Form form, MPI_Request *request) {
+    const MPI_Comm comm = c.comm();
+    const char *call = c.call();
+    auto op = std::make_unique<StagedCollective>(std::make_unique<CollCall>(std::move(c)), std::move(issue), form);
+    std::string why;
+    int rc = op->begin(&why);
+    if (rc != MPI_SUCCESS) return why.empty() ? rc : raise_error(comm, rc, call, why);
+    switch (form) {
+        case StagedCollective::Form::BLOCKING: {
+            Op *o = op.get();
+            rc = run_to_completion(o);
+            if (rc != MPI_SUCCESS) call_errhandler(comm, rc);
+            retire_later(std::move(op));
+            return rc;
+        }
+        case StagedCollective::Form::NONBLOCKING:
+            *request = register_user_op(std::move(op), Op::Handle::GREQUEST, MPI_REQUEST_NULL);
+            return MPI_SUCCESS;
+        case StagedCollective::Form::PERSISTENT:
+            *request = register_user_op(std::move(op), Op::Handle::PERSISTENT, placeholder_request());
+            return MPI_SUCCESS;
+    }
+    return MPI_ERR_INTERN;
 }
 
 // MPI_Reduce_local. Host buffers go to MPICH (false). Device buffers of one kind are
@@ -220,26 +146,20 @@ bool reduce_on_device(const void *inbuf, void *inoutbuf, MPI_Count count, MPI_Da
     Context &ctx = context();                      \
     if (!ctx.initialized) return passthrough;      \
     const bool check = !only_host_buffers(ctx);    \
-    (void)call
-// Returns from the calling wrapper with the error of a buffer check.
-#define MPIACC_CHECK(expr)                      \
-    do {                                        \
-        if (check) {                            \
-            int rc_ = (expr);                   \
-            if (rc_ != MPI_SUCCESS) return rc_; \
-        }                                       \
+    (void)call;                                    \
+    (void)check
+// Returns from the calling wrapper with the error of a describe_* call (its message in
+// why_).
+#define MPIACC_DESCRIBE(expr)                                              \
+    do {                                                                   \
+        std::string why_;                                                  \
+        int rc_ = (expr);                                                  \
+        if (rc_ != MPI_SUCCESS) return raise_error(comm, rc_, call, why_); \
     } while (0)
 
 extern "C" {
 
-int MPI_Barrier(MPI_Comm comm) {
-    if (!context().initialized) return PMPI_Barrier(comm);
-    MPI_Request r;
-    return finish(PMPI_Ibarrier(comm, &r), &r);
-}
-
-// Every other collective (blocking, nonblocking, persistent, large-count) and
-// MPI_Reduce_local.
+// Every collective (blocking, nonblocking, persistent, large-count) and MPI_Reduce_local.
 #include "binding/collective_wrappers.inc"
 
 }  // extern "C"

@@ -22,10 +22,12 @@
 #include <vector>
 
 #include "binding/binding.h"
+#include "coll/issue_order.h"
 
 using namespace mpiacc;
 
 int mpiacc::meet_members(MPI_Comm comm) {
+    wait_for_queued_collectives(comm);
     MPI_Request r;
     int rc = PMPI_Ibarrier(comm, &r);
     return rc != MPI_SUCCESS ? rc : wait_mpich_request(&r, MPI_STATUS_IGNORE);
@@ -88,13 +90,13 @@ std::vector<int> world_ranks(MPI_Group group) {
 
 // The constructor `made` after the members have met (before MPI_Init, or on MPI_COMM_NULL,
 // MPICH's own call, whose error then names it).
-#define MPIACC_CONSTRUCTOR(comm, made)                    \
-    do {                                                  \
+#define MPIACC_CONSTRUCTOR(comm, made)                          \
+    do {                                                        \
         if (context().initialized && (comm) != MPI_COMM_NULL) { \
-            int rc_ = meet_members(comm);                 \
-            if (rc_ != MPI_SUCCESS) return rc_;           \
-        }                                                 \
-        return made;                                      \
+            int rc_ = meet_members(comm);                       \
+            if (rc_ != MPI_SUCCESS) return rc_;                 \
+        }                                                       \
+        return made;                                            \
     } while (0)
 
 extern "C" {
@@ -102,6 +104,7 @@ extern "C" {
 // An invalid communicator is left to MPICH's own call, whose error then names it.
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
     if (!context().initialized || comm == MPI_COMM_NULL) return PMPI_Comm_dup(comm, newcomm);
+    wait_for_queued_collectives(comm);
     MPI_Request r;
     int rc = PMPI_Comm_idup(comm, newcomm, &r);
     return rc != MPI_SUCCESS ? rc : wait_mpich_request(&r, MPI_STATUS_IGNORE);
@@ -109,9 +112,33 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
 
 int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm) {
     if (!context().initialized || comm == MPI_COMM_NULL) return PMPI_Comm_dup_with_info(comm, info, newcomm);
+    wait_for_queued_collectives(comm);
     MPI_Request r;
     int rc = PMPI_Comm_idup_with_info(comm, info, newcomm, &r);
     return rc != MPI_SUCCESS ? rc : wait_mpich_request(&r, MPI_STATUS_IGNORE);
+}
+
+// The nonblocking duplicates are collectives MPICH orders with the others (issue_order.h).
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request) {
+    if (context().initialized && comm != MPI_COMM_NULL) wait_for_queued_collectives(comm);
+    return PMPI_Comm_idup(comm, newcomm, request);
+}
+
+int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm, MPI_Request *request) {
+    if (context().initialized && comm != MPI_COMM_NULL) wait_for_queued_collectives(comm);
+    return PMPI_Comm_idup_with_info(comm, info, newcomm, request);
+}
+
+// A collective still waiting for its turn names the communicator, and the op it reduces
+// with: MPI lets the user free both while it is pending, so it is issued first.
+int MPI_Comm_free(MPI_Comm *comm) {
+    if (context().initialized && comm && *comm != MPI_COMM_NULL) wait_for_queued_collectives(*comm);
+    return PMPI_Comm_free(comm);
+}
+
+int MPI_Op_free(MPI_Op *op) {
+    if (context().initialized) wait_for_queued_collectives(MPI_COMM_NULL);
+    return PMPI_Op_free(op);
 }
 
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
@@ -172,9 +199,8 @@ int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int indx[], const int 
     MPIACC_CONSTRUCTOR(comm_old, PMPI_Graph_create(comm_old, nnodes, indx, edges, reorder, comm_graph));
 }
 
-int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[],
-                          const int destinations[], const int weights[], MPI_Info info, int reorder,
-                          MPI_Comm *comm_dist_graph) {
+int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[], const int destinations[],
+                          const int weights[], MPI_Info info, int reorder, MPI_Comm *comm_dist_graph) {
     MPIACC_CONSTRUCTOR(comm_old, PMPI_Dist_graph_create(comm_old, n, sources, degrees, destinations, weights, info,
                                                         reorder, comm_dist_graph));
 }
@@ -182,9 +208,9 @@ int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const i
 int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[], const int sourceweights[],
                                    int outdegree, const int destinations[], const int destweights[], MPI_Info info,
                                    int reorder, MPI_Comm *comm_dist_graph) {
-    MPIACC_CONSTRUCTOR(comm_old, PMPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights,
-                                                                 outdegree, destinations, destweights, info, reorder,
-                                                                 comm_dist_graph));
+    MPIACC_CONSTRUCTOR(
+        comm_old, PMPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations,
+                                                  destweights, info, reorder, comm_dist_graph));
 }
 
 }  // extern "C"

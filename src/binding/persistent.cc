@@ -4,6 +4,12 @@
 
 using namespace mpiacc;
 
+MPI_Request mpiacc::placeholder_request() {
+    MPI_Request h;
+    PMPI_Recv_init(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, context().proto_comm, &h);
+    return h;
+}
+
 namespace {
 
 int pmpi_send_init(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, SendMode mode,
@@ -14,12 +20,6 @@ int pmpi_send_init(const void *buf, int count, MPI_Datatype type, int dest, int 
         case SendMode::READY: return PMPI_Rsend_init(buf, count, type, dest, tag, comm, req);
         default: return PMPI_Send_init(buf, count, type, dest, tag, comm, req);
     }
-}
-
-MPI_Request placeholder_request() {
-    MPI_Request h;
-    PMPI_Recv_init(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, context().proto_comm, &h);
-    return h;
 }
 
 int send_init_common(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, SendMode mode,

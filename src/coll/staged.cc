@@ -1,0 +1,218 @@
+#include "coll/staged.h"
+
+#include <utility>
+
+#include "coll/issue_order.h"
+#include "datatype/layout.h"
+#include "util/counters.h"
+#include "util/error.h"
+
+namespace mpiacc {
+
+StagedCollective::StagedCollective(std::unique_ptr<CollCall> call, CollIssue issue, Form form)
+    : call_(std::move(call)), issue_(std::move(issue)), form_(form) {
+    comm = call_->comm();
+    this->call = call_->call();
+}
+
+StagedCollective::~StagedCollective() {
+    // A persistent collective's MPICH request is inactive once its last start completed.
+    if (mpich_ != MPI_REQUEST_NULL) PMPI_Request_free(&mpich_);
+}
+
+int StagedCollective::begin(std::string *why) {
+    for (int slot = 0; slot < 2; ++slot) {
+        const CollBuffer &b = call_->buffer(slot);
+        if (!b.device()) continue;
+        Staging s{slot, nullptr, BounceBuffer(static_cast<std::size_t>(b.hi - b.lo), true), nullptr};
+        // Page-locked once and cached (BounceBuffer), so that the copies are DMA.
+        s.scratch.pin(accel_for(b.attrs.kind));
+        call_->set_host(slot, typed_address(s.scratch.data(), static_cast<MPI_Aint>(-b.lo)));
+        staging_.push_back(std::move(s));
+    }
+    if (form_ == Form::PERSISTENT) {
+        // Matched at initialisation, in calling order: MPI lets the starts come in any.
+        int rc = issue_(*call_, &mpich_);
+        if (rc != MPI_SUCCESS) *why = "MPICH's persistent collective on the host scratch failed";
+        return rc;
+    }
+    if (form_ == Form::NONBLOCKING) call_->keep_types();
+    stage_ = Stage::COPY_IN;
+    int rc = copy_in(why);
+    if (rc != MPI_SUCCESS) {
+        stage_ = Stage::IDLE;
+        return rc;
+    }
+    queue_collective(comm, this);
+    progress();  // inputs already staged (or none) go to MPICH at once, in their turn
+    return MPI_SUCCESS;
+}
+
+int StagedCollective::start() {
+    if (stage_ != Stage::IDLE) return MPI_ERR_REQUEST;
+    complete = false;
+    error = MPI_SUCCESS;
+    failure_.clear();
+    std::string why;
+    stage_ = Stage::COPY_IN;
+    int rc = copy_in(&why);
+    if (rc != MPI_SUCCESS) {
+        stage_ = Stage::IDLE;
+        complete = true;
+        return make_error_code(rc, "MPI_Start", why);
+    }
+    progress();
+    return MPI_SUCCESS;
+}
+
+int StagedCollective::capture(Staging &s, std::string *why) {
+    const CollBuffer &b = call_->buffer(s.slot);
+    BufferAttrs a = b.attrs;
+    a.within_call = form_ == Form::BLOCKING;
+    void *addr = b.user;
+    if (accel_caps(a.kind).handle_addressed) {
+        // The types' offsets count from MPIX_ACC_OFFSET in the cl_mem.
+        if (b.lo < 0 && static_cast<std::uint64_t>(-b.lo) > a.offset) {
+            *why = format(
+                "%s: its datatype reaches %lld bytes before its origin, which is %zu bytes into the "
+                "cl_mem (MPIX_ACC_OFFSET): outside the buffer",
+                b.arg, static_cast<long long>(-b.lo), a.offset);
+            return MPI_ERR_TYPE;
+        }
+        a.offset = static_cast<std::size_t>(static_cast<std::int64_t>(a.offset) + b.lo);
+    } else {
+        addr = typed_address(b.user, static_cast<MPI_Aint>(b.lo));
+    }
+    int rc = accel_for(a.kind)->capture(addr, static_cast<std::size_t>(b.hi - b.lo), a, &s.device, why);
+    if (rc != MPI_SUCCESS && why->rfind(std::string(b.arg) + ": ", 0) != 0)
+        *why = format("%s: %s", b.arg, why->c_str());
+    return rc;
+}
+
+int StagedCollective::copy_in(std::string *why) {
+    for (Staging &s : staging_) {
+        int rc = capture(s, why);
+        if (rc != MPI_SUCCESS) return rc;
+        const CollBuffer &b = call_->buffer(s.slot);
+        if (!s.device) {
+            // Page-locked host memory tagged as device memory: MPICH reads it as it is.
+            call_->set_host(s.slot, nullptr);
+            continue;
+        }
+        // An output the call does not write whole keeps its other bytes: they go to the
+        // scratch first, and come back as they were.
+        if (!b.in && b.covered) continue;
+        rc = s.device->copy_to_host(0, s.scratch.data(), static_cast<std::size_t>(b.hi - b.lo), &s.copy, why);
+        if (rc != MPI_SUCCESS) {
+            *why = format("%s: %s", b.arg, why->c_str());
+            return rc;
+        }
+        MPIACC_COUNT("coll.staged_in");
+    }
+    return MPI_SUCCESS;
+}
+
+void StagedCollective::copy_out() {
+    for (Staging &s : staging_) {
+        const CollBuffer &b = call_->buffer(s.slot);
+        if (!b.out || !s.device) continue;
+        std::string why;
+        int rc = s.device->copy_from_host(0, s.scratch.data(), static_cast<std::size_t>(b.hi - b.lo), &s.copy, &why);
+        if (rc != MPI_SUCCESS) fail(rc, format("%s: %s", b.arg, why.c_str()));
+        MPIACC_COUNT("coll.staged_out");
+    }
+}
+
+bool StagedCollective::copies_done() {
+    bool done = true;
+    for (Staging &s : staging_) {
+        if (!s.copy) continue;
+        if (!s.copy->test()) {
+            done = false;
+            continue;
+        }
+        if (s.copy->error() != MPI_SUCCESS) {
+            const std::string what = s.copy->what();
+            fail(s.copy->error(), format("%s: device copy failed%s%s", call_->buffer(s.slot).arg,
+                                         what.empty() ? "" : ": ", what.c_str()));
+        }
+        s.copy.reset();
+    }
+    return done;
+}
+
+void StagedCollective::fail(int rc, const std::string &why) {
+    if (error != MPI_SUCCESS) return;  // the first failure is the one reported
+    error = make_error_code(rc, call, why);
+}
+
+void StagedCollective::issue() {
+    int rc = form_ == Form::PERSISTENT ? PMPI_Start(&mpich_) : issue_(*call_, &mpich_);
+    stage_ = Stage::RUNNING;
+    if (rc != MPI_SUCCESS) {
+        if (error == MPI_SUCCESS) error = rc;  // MPICH's own code, with its message
+        stage_ = Stage::COPY_OUT;
+    }
+    progress();
+}
+
+void StagedCollective::progress() {
+    switch (stage_) {
+        case Stage::IDLE:
+        case Stage::DONE: return;
+        case Stage::COPY_IN:
+            if (!copies_done()) return;
+            stage_ = Stage::READY;
+            [[fallthrough]];
+        case Stage::READY:
+            // issue() runs progress() again from RUNNING.
+            if (form_ == Form::PERSISTENT)
+                issue();
+            else
+                issue_queued_collectives(comm);
+            return;
+        case Stage::RUNNING: {
+            int flag = 0;
+            MPI_Status st;
+            int rc = PMPI_Test(&mpich_, &flag, &st);
+            if (rc != MPI_SUCCESS && error == MPI_SUCCESS) error = rc;
+            if (!flag && rc == MPI_SUCCESS) return;
+            // An output is copied back whatever MPICH said: another rank's failure is not
+            // this rank's, and the bytes it did get are the user's.
+            copy_out();
+            stage_ = Stage::COPY_OUT;
+            [[fallthrough]];
+        }
+        case Stage::COPY_OUT:
+            if (!copies_done()) return;
+            finish();
+            return;
+    }
+}
+
+void StagedCollective::finish() {
+    stage_ = Stage::DONE;
+    set_status(&status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS, false);
+    for (Staging &s : staging_) s.device.reset();
+    if (form_ != Form::PERSISTENT) {
+        staging_.clear();  // the scratch goes back to its cache now
+        call_->release_types();
+    }
+    complete = true;
+}
+
+void StagedCollective::reset_after_completion() {
+    if (form_ == Form::PERSISTENT) stage_ = Stage::IDLE;
+}
+
+bool StagedCollective::wait_for_device() {
+    bool waited = false;
+    for (Staging &s : staging_) {
+        if (!s.copy) continue;
+        s.copy->wait_bounded();
+        waited = true;
+    }
+    return waited;
+}
+
+}  // namespace mpiacc
