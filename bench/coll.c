@@ -408,14 +408,14 @@ static void write_rows(Bench *b, int op, const Shape *sh, double secs[][MAX_ROUN
         if (r->sec > 0) {
             const double a = (double)sh->bytes / r->sec / 1e9;
             snprintf(us, sizeof us, "%.3f", r->sec * 1e6);
-            snprintf(alg, sizeof alg, "%.4f", a);
-            snprintf(bus, sizeof bus, "%.4f", a * sh->busbw);
+            snprintf(alg, sizeof alg, "%.6g", a);
+            snprintf(bus, sizeof bus, "%.6g", a * sh->busbw);
             const Result *staged = find_result(b, op, u->kind, CFG_STAGED, sh->bytes);
             if (u->cfg == CFG_MPIACC && staged && staged->sec > 0) snprintf(x, sizeof x, "%.3f", staged->sec / r->sec);
         }
         fprintf(b->csv, "%s,%s,%s,%d,%zu,%s,%s,%s,%s,%s\n", op_names[op], u->kind->name, u->name, b->nranks, sh->bytes,
                 us, alg, bus, x, status_names[s]);
-        printf("%-15s %-7s %-14s %5d %11zu %12s %10s %10s %8s  %s\n", op_names[op], u->kind->name, u->name, b->nranks,
+        printf("%-15s %-7s %-14s %5d %11zu %12s %11s %11s %8s  %s\n", op_names[op], u->kind->name, u->name, b->nranks,
                sh->bytes, *us ? us : "-", *alg ? alg : "-", *bus ? bus : "-", *x ? x : "-", status_names[s]);
     }
     fflush(b->csv);
@@ -634,7 +634,7 @@ int main(int argc, char **argv) {
     signal(SIGALRM, on_alarm);
     make_units(b);
     if (b->rank == 0)
-        printf("%-15s %-7s %-14s %5s %11s %12s %10s %10s %8s  %s\n", "op", "kind", "config", "ranks", "size", "us",
+        printf("%-15s %-7s %-14s %5s %11s %12s %11s %11s %8s  %s\n", "op", "kind", "config", "ranks", "size", "us",
                "algbw", "busbw", "x_staged", "verify");
     run_all(b);
     phase("teardown");

@@ -31,7 +31,7 @@ fi
 # each with a time and both bandwidths when the status is ok.
 rows() {
   if [ "$4" = ok ]; then
-    grep -Ec "^[a-z_]+,$2,$3,2,[0-9]+,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]*,ok\$" "$1"
+    grep -Ec "^[a-z_]+,$2,$3,2,[0-9]+,[0-9.]+,[0-9.e+-]+,[0-9.e+-]+,[0-9.]*,ok\$" "$1"
   else
     grep -Ec "^[a-z_]+,$2,$3,2,[0-9]+,,,,,$4\$" "$1"
   fi
@@ -56,7 +56,7 @@ mode=""
 if [ -z "$why" ] && [ "$kinds" != host ]; then
   if [ "$(rows "$csv" opencl mpiacc ok)" = "$want" ]; then
     mode="OpenCL mpiacc rows validated"
-    [ "$(grep -Ec '^[a-z_]+,opencl,mpiacc,2,[0-9]+,[0-9.]+,[0-9.]+,[0-9.]+,[0-9.]+,ok$' "$csv")" = "$want" ] ||
+    [ "$(grep -Ec '^[a-z_]+,opencl,mpiacc,2,[0-9]+,[0-9.]+,[0-9.e+-]+,[0-9.e+-]+,[0-9.]+,ok$' "$csv")" = "$want" ] ||
       why="OpenCL mpiacc rows without x_staged"
   elif [ "$(rows "$csv" opencl mpiacc refused)" = "$want" ]; then
     mode="OpenCL mpiacc refused by MPI-ACC"
