@@ -3,7 +3,8 @@
  *
  * Collectives (floats, MPI_SUM, root 0): allreduce, reduce, bcast, allgather, alltoall and
  * reduce_scatter (MPI_Reduce_scatter_block). Kinds of buffer: host, cuda, opencl (those
- * built; --kinds picks). Configurations, each on the same bytes:
+ * built; --kinds picks; the host kind has the mpiacc and host configurations alone).
+ * Configurations, each on the same bytes:
  *   mpiacc   MPI_<Collective> through libmpiacc on the device buffers (a CUDA pointer or a
  *            cl_mem, the datatype tagged MPIX_ACC_BUF_CUDA / MPIX_ACC_BUF_OPENCL with the
  *            queue); for the host kind, host buffers through libmpiacc
@@ -112,6 +113,18 @@ static int parse_sizes(const char *text, Options *o) {
     return o->nsizes > 0;
 }
 
+/* 1 when every item of the comma-separated `list` is one of the n `names`. */
+static int known_items(const char *list, const char *const *names, int n) {
+    for (const char *p = list; *p;) {
+        const size_t len = strcspn(p, ",");
+        int known = 0;
+        for (int i = 0; i < n; i++) known |= strlen(names[i]) == len && !strncmp(p, names[i], len);
+        if (!known) return 0;
+        p += len + (p[len] == ',');
+    }
+    return 1;
+}
+
 static int parse_options(int argc, char **argv, Options *o) {
     *o = (Options){.max_size = MAX_SIZE, .rounds = 3, .iters = 200, .min_iters = 3, .min_time = 0.02};
     parse_sizes(DEFAULT_SIZES, o);
@@ -145,11 +158,11 @@ static int parse_options(int argc, char **argv, Options *o) {
         else if (!strcmp(a, "--min-iters"))
             ok = parse_size(v, 1, 1000000, &o->min_iters);
         else if (!strcmp(a, "--ops"))
-            ok = (o->ops = v) != NULL;
+            ok = known_items(o->ops = v, op_names, NUM_OPS);
         else if (!strcmp(a, "--kinds"))
             ok = (o->kinds = v) != NULL;
         else if (!strcmp(a, "--configs"))
-            ok = (o->configs = v) != NULL;
+            ok = known_items(o->configs = v, config_names, NUM_CONFIGS);
         else if (!strcmp(a, "--label"))
             ok = (o->label = v) != NULL;
         else if (!strcmp(a, "--csv"))
