@@ -168,9 +168,9 @@ static int parse_options(int argc, char **argv, Options *o) {
         else if (!strcmp(a, "--csv"))
             ok = (o->csv = v) != NULL;
         else if (!strcmp(a, "--watchdog")) {
-            long sec;
+            long sec = 0;
             ok = parse_size(v, 0, 86400, &sec);
-            g_watchdog = (unsigned)sec;
+            if (ok) g_watchdog = (unsigned)sec;
         } else if (!strcmp(a, "--min-time")) {
             char *end;
             o->min_time = strtod(v, &end);
@@ -338,12 +338,13 @@ static Status check_unit(Bench *b, Unit *u, int op, const Shape *sh) {
         const float *got = b->host_r;
         if (on_device(u)) {
             k->api->to_host(k->pinned_r, k->dev_r, rb);
-            got = (const float *)k->pinned_r;
+            got = k->pinned_r;
         }
-        if (memcmp(got, b->expect, rb)) {
+        /* Bitwise: every value is a small integer, exact in any order of summation. */
+        if (memcmp(got, b->expect, rb) != 0) {
             size_t first = 0;
             for (size_t i = 0; i < sh->recv_elems; i++)
-                if (memcmp(&got[i], &b->expect[i], sizeof *got) && bad++ == 0) first = i;
+                if (memcmp(&got[i], &b->expect[i], sizeof *got) != 0 && bad++ == 0) first = i;
             fprintf(stderr,
                     "%s: rank %d: VERIFY FAILED [%s]: %ld of %zu floats differ (first at %zu: got %g, want %g)\n",
                     g_prog, b->rank, g_where, bad, sh->recv_elems, first, got[first], b->expect[first]);
@@ -437,7 +438,7 @@ static void write_rows(Bench *b, int op, const Shape *sh, double secs[][MAX_ROUN
 
 static void run_all(Bench *b) {
     static double secs[MAX_UNITS][MAX_ROUNDS];
-    Status st[MAX_UNITS];
+    Status st[MAX_UNITS] = {ST_OK};
     long checks = 0;
     for (int si = 0; si < b->o.nsizes; si++) {
         if (b->o.sizes[si] > b->o.max_size) continue;

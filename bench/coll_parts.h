@@ -73,7 +73,7 @@ typedef struct {
     char desc[300], why[256];
     int opened, shared_device;
     void *dev_s, *dev_r;
-    char *pinned_s, *pinned_r;
+    void *pinned_s, *pinned_r;
     MPI_Datatype tfloat;
 } Kind;
 
