@@ -40,6 +40,7 @@
  *   mpiexec -n N bench/coll [--quick] [--sizes LIST|pow2] [--max-size BYTES] [--ops LIST]
  *       [--kinds LIST] [--configs LIST] [--rounds N] [--iters N] [--min-iters N]
  *       [--min-time SEC] [--label SUFFIX] [--csv FILE|DIR/] [--watchdog SEC] [--require-mpiacc]
+ * --label names the mpiacc rows mpiacc-SUFFIX; with MPIACC_IPC=0 they read mpiacc-noipc.
  * CSV columns: op,kind,config,ranks,size,us,algbw_GBs,busbw_GBs,x_staged,status (GB/s =
  * 1e9 B/s; status ok, MISMATCH, refused or error, the last two with empty numbers).
  */
@@ -619,6 +620,8 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return parsed ? 0 : 2;
     }
+    /* MPI-ACC reads MPIACC_IPC when it initialises: its IPC-off rows are another process's. */
+    if (!b->o.label) b->o.label = env_is_off("MPIACC_IPC") ? "noipc" : "";
     b->max_bytes = largest_bytes(b);
     if (b->max_bytes == 0) {
         if (b->rank == 0) fprintf(stderr, "%s: no size up to --max-size\n", g_prog);
