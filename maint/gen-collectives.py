@@ -7,11 +7,12 @@ prototypes in MPICH's mpi_proto.h (MPICH's own bindings are generated the same w
 
 Every blocking, nonblocking (MPI_I...), persistent (..._init) and large-count (..._c)
 collective, and MPI_Reduce_local. Each describes the buffers significant at the calling
-rank (coll/describe.h); one with a device buffer among them, or called while an earlier
-collective on its communicator still waits for its turn (coll/issue_order.h), goes
-through a staged collective (coll/staged.h) with MPICH's call on host substitutes. The
-rest go to MPICH as they are, a blocking one as its nonblocking form plus MPI-ACC
-progress (finish()). The family of a collective says which buffers matter where."""
+rank (coll/describe.h); one with a device buffer among them, one called while an earlier
+collective on its communicator still waits for its turn (coll/issue_order.h), and every
+persistent one go through a staged collective (coll/staged.h) with MPICH's nonblocking
+call on host substitutes. The rest go to MPICH as they are, a blocking one as its
+nonblocking form plus MPI-ACC progress (finish()). The family of a collective says which
+buffers matter where."""
 import re
 import sys
 
@@ -36,6 +37,10 @@ SUBSTITUTE = {
     'datatype': 'c_.type(datatype)', 'sendtype': 'c_.type(sendtype)', 'recvtype': 'c_.type(recvtype)',
     'sendtypes': 'c_.types(0)', 'recvtypes': 'c_.types(1)', 'request': 'r_',
 }
+
+# Count and displacement arrays a nonblocking call may let go of once it returns.
+ARRAYS = {'sendcounts', 'recvcounts', 'displs', 'sdispls', 'rdispls'}
+
 
 def prototypes(text):
     text = re.sub(r'MPICH_ATTR_POINTER_WITH_TYPE_TAG\([^)]*\)', '', text).replace('MPICH_API_PUBLIC', '')
@@ -131,28 +136,46 @@ def main():
         out.append('    MPIACC_COLLECTIVE_ENTRY("%s", P%s(%s));' % (name, name, call))
         # MPICH's nonblocking form (blocking and nonblocking calls), or the persistent
         # initialisation, on the staged call's substitutes.
-        issue = name if not blocking else 'MPI_I%s%s' % (base[0].lower() + base[1:], '_c' if large else '')
-        issue_args = [SUBSTITUTE.get(x, x) for x in a] + (['r_'] if blocking else [])
+        # MPICH's nonblocking form for every form: a persistent collective issues it at
+        # each start (coll/staged.h says why not MPICH's own persistent collectives).
+        issue = 'MPI_I%s%s' % (base[0].lower() + base[1:], '_c' if large else '') if not nonblocking else name
+        issue_args = [SUBSTITUTE.get(x, x) for x in a if x != 'info'] + (['r_'] if blocking else [])
         body = 'return P%s(%s);' % (issue, ', '.join(issue_args))
         lam = '[=](const CollCall &%s, MPI_Request *r_) { %s }' % ('c_' if 'c_.' in body else '', body)
         form = 'PERSISTENT' if init else 'BLOCKING' if blocking else 'NONBLOCKING'
         req = 'request' if not blocking else 'nullptr'
         d = describe(base, family, a)
+        arrays = [x for x in a if x in ARRAYS]
+        if init:
+            # Every persistent collective, host data or not, issues MPICH's nonblocking
+            # form at each start, in its turn (coll/staged.h).
+            out.append('    CollCall c(call, comm);')
+            if d:
+                out.append('    MPIACC_DESCRIBE(%s);' % d)
+            for x in arrays:
+                out.append('    %s = c.kept(%s);' % (x, x))
+            out.append('    return run_staged(std::move(c), %s, StagedCollective::Form::PERSISTENT, request);' % lam)
+            out.append('}')
+            out.append('')
+            continue
         if not d:
             # No buffers: only the turn to wait for.
-            if init:
-                out.append('    if (collectives_queued()) wait_for_queued_collectives(comm);')
-            else:
-                out.append('    if (collectives_queued_on(comm))')
-                out.append('        return run_staged(CollCall(call, comm), %s, StagedCollective::Form::%s, %s);' % (lam, form, req))
+            out.append('    if (collectives_queued_on(comm))')
+            out.append('        return run_staged(CollCall(call, comm), %s, StagedCollective::Form::%s, %s);' % (lam, form, req))
         else:
             out.append('    if (check || collectives_queued()) {')
-            if init:
-                out.append('        wait_for_queued_collectives(comm);')
             out.append('        CollCall c(call, comm);')
             out.append('        MPIACC_DESCRIBE(%s);' % d)
-            cond = 'c.staged()' if init else 'c.staged() || collectives_queued_on(comm)'
-            out.append('        if (%s) return run_staged(std::move(c), %s, StagedCollective::Form::%s, %s);' % (cond, lam, form, req))
+            cond = 'c.staged() || collectives_queued_on(comm)'
+            if nonblocking and arrays:
+                # The issue function reads the call's own copies (CollCall::kept).
+                out.append('        if (%s) {' % cond)
+                for x in arrays:
+                    out.append('            %s = c.kept(%s);' % (x, x))
+                out.append('            return run_staged(std::move(c), %s, StagedCollective::Form::%s, %s);' % (lam, form, req))
+                out.append('        }')
+            else:
+                out.append('        if (%s) return run_staged(std::move(c), %s, StagedCollective::Form::%s, %s);' % (cond, lam, form, req))
             out.append('    }')
         if blocking:
             out.append('    MPI_Request r;')

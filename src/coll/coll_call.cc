@@ -90,6 +90,22 @@ int CollCall::describe(int slot, bool in, bool out, const std::vector<CollPiece>
     return MPI_SUCCESS;
 }
 
+void CollCall::note_array(const void *array, std::size_t bytes) {
+    if (!array || bytes == 0) return;
+    for (const Array &a : arrays_)
+        if (a.user == array) return;
+    arrays_.push_back(Array{array, bytes, {}});
+}
+
+const void *CollCall::keep_array(const void *array) {
+    for (Array &a : arrays_) {
+        if (a.user != array) continue;
+        if (a.copy.empty()) a.copy.assign(static_cast<const char *>(array), static_cast<const char *>(array) + a.bytes);
+        return a.copy.data();
+    }
+    return array;
+}
+
 void CollCall::set_type_array(int slot, const MPI_Datatype *types, int n) {
     buf_[slot].type_array = types;
     buf_[slot].ntypes = n;

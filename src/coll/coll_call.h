@@ -73,6 +73,15 @@ public:
     // once a nonblocking call has returned), else the type itself.
     MPI_Datatype type(MPI_Datatype t) const;
     const MPI_Datatype *types(int slot) const;
+    // A count or displacement array of `bytes` bytes the call names (describe_*).
+    void note_array(const void *array, std::size_t bytes);
+    // A copy of a noted array, for a call that waits its turn: MPICH copies them at a
+    // nonblocking call, and programs written against it let them go at once. Arrays not
+    // noted (not significant here) come back as they are.
+    template <class T>
+    const T *kept(const T *array) {
+        return static_cast<const T *>(keep_array(array));
+    }
     // Duplicates every derived type the call names (before it is deferred).
     void keep_types();
     void release_types();
@@ -80,6 +89,7 @@ public:
 
 private:
     void note_predefined(MPI_Datatype t);
+    const void *keep_array(const void *array);
 
     const char *call_;
     MPI_Comm comm_;
@@ -87,6 +97,12 @@ private:
     void *host_[2] = {nullptr, nullptr};
     std::vector<std::pair<MPI_Datatype, MPI_Datatype>> kept_;  // user type -> predefined base or duplicate
     std::vector<MPI_Datatype> kept_arrays_[2];
+    struct Array {
+        const void *user;
+        std::size_t bytes;
+        std::vector<char> copy;  // its heap block stays put when the call moves
+    };
+    std::vector<Array> arrays_;
 };
 
 // MPICH's form of the call, on the call's host pointers and types: a nonblocking

@@ -54,6 +54,13 @@ std::vector<CollPiece> blocks(int n, const C *counts, const D *displs, MPI_Datat
     return p;
 }
 inline std::vector<CollPiece> one(std::int64_t count, MPI_Datatype type) { return {CollPiece{0, count, type}}; }
+// Notes a v form's count and displacement arrays of `n` entries (CollCall::kept).
+template <class C, class D>
+void note(CollCall &c, int n, const C *counts, const D *displs) {
+    if (n <= 0) return;
+    c.note_array(counts, sizeof(C) * static_cast<std::size_t>(n));
+    c.note_array(displs, sizeof(D) * static_cast<std::size_t>(n));
+}
 
 int slot(CollCall &c, int s, const void *user, bool significant, bool in, bool out,
          const std::vector<CollPiece> &pieces, std::string *why);
@@ -79,6 +86,7 @@ int describe_reduce_scatter(CollCall &c, const void *sendbuf, const void *recvbu
     const CommShape sh = comm_shape(c.comm());
     std::int64_t total = 0;
     for (int i = 0; i < sh.size; ++i) total += at(recvcounts, i);
+    c.note_array(recvcounts, sizeof(C) * static_cast<std::size_t>(sh.size));
     const bool in_place = sendbuf == MPI_IN_PLACE;
     int rc = slot(c, 0, sendbuf, !in_place, true, false, one(total, type), why);
     if (rc != MPI_SUCCESS) return rc;
@@ -94,6 +102,7 @@ int describe_gather(CollCall &c, const void *sendbuf, std::int64_t sendcount, MP
     using namespace describe_detail;
     const CommShape sh = comm_shape(c.comm());
     const Rooted at_ = rooted(sh, root);
+    if (at_.root) note(c, sh.remote, recvcounts, displs);
     const bool in_place = sendbuf == MPI_IN_PLACE;
     int rc = slot(c, 0, sendbuf, at_.member && !in_place, true, false, one(sendcount, sendtype), why);
     if (rc != MPI_SUCCESS) return rc;
@@ -110,6 +119,7 @@ int describe_scatter(CollCall &c, const void *sendbuf, std::int64_t sendcount, c
     using namespace describe_detail;
     const CommShape sh = comm_shape(c.comm());
     const Rooted at_ = rooted(sh, root);
+    if (at_.root) note(c, sh.remote, sendcounts, displs);
     int rc =
         slot(c, 0, sendbuf, at_.root, true, false,
              sendcounts ? blocks(sh.remote, sendcounts, displs, sendtype, false) : one(sendcount * sh.remote, sendtype),
@@ -126,6 +136,7 @@ int describe_allgather(CollCall &c, const void *sendbuf, std::int64_t sendcount,
     using namespace describe_detail;
     const CommShape sh = comm_shape(c.comm(), neighbourhood);
     const int peers = neighbourhood ? sh.in_degree : sh.remote;
+    note(c, peers, recvcounts, displs);
     const bool in_place = sendbuf == MPI_IN_PLACE;
     int rc = slot(c, 0, sendbuf, !in_place, true, false, one(sendcount, sendtype), why);
     if (rc != MPI_SUCCESS) return rc;
@@ -147,6 +158,8 @@ int describe_alltoall(CollCall &c, const void *sendbuf, std::int64_t sendcount, 
     const int in_peers = neighbourhood ? sh.in_degree : sh.remote;
     const bool in_place = sendbuf == MPI_IN_PLACE;
     const bool w = sendtypes || recvtypes;
+    note(c, out_peers, sendcounts, sdispls);
+    note(c, in_peers, recvcounts, rdispls);
     if (sendtypes && !in_place) c.set_type_array(0, sendtypes, out_peers);
     if (recvtypes) c.set_type_array(1, recvtypes, in_peers);
     int rc = slot(c, 0, sendbuf, !in_place, true, false,

@@ -15,10 +15,7 @@ StagedCollective::StagedCollective(std::unique_ptr<CollCall> call, CollIssue iss
     this->call = call_->call();
 }
 
-StagedCollective::~StagedCollective() {
-    // A persistent collective's MPICH request is inactive once its last start completed.
-    if (mpich_ != MPI_REQUEST_NULL) PMPI_Request_free(&mpich_);
-}
+StagedCollective::~StagedCollective() = default;
 
 int StagedCollective::begin(std::string *why) {
     for (int slot = 0; slot < 2; ++slot) {
@@ -30,13 +27,17 @@ int StagedCollective::begin(std::string *why) {
         call_->set_host(slot, typed_address(s.scratch.data(), static_cast<MPI_Aint>(-b.lo)));
         staging_.push_back(std::move(s));
     }
+    if (form_ != Form::BLOCKING) call_->keep_types();
     if (form_ == Form::PERSISTENT) {
-        // Matched at initialisation, in calling order: MPI lets the starts come in any.
-        int rc = issue_(*call_, &mpich_);
-        if (rc != MPI_SUCCESS) *why = "MPICH's persistent collective on the host scratch failed";
-        return rc;
+        // Captured at each start; once now, so that a buffer its attributes cannot
+        // describe is the init call's error.
+        for (Staging &s : staging_) {
+            int rc = capture(s, why);
+            s.device.reset();
+            if (rc != MPI_SUCCESS) return rc;
+        }
+        return MPI_SUCCESS;
     }
-    if (form_ == Form::NONBLOCKING) call_->keep_types();
     stage_ = Stage::COPY_IN;
     int rc = copy_in(why);
     if (rc != MPI_SUCCESS) {
@@ -61,6 +62,7 @@ int StagedCollective::start() {
         complete = true;
         return make_error_code(rc, "MPI_Start", why);
     }
+    queue_collective(comm, this);
     progress();
     return MPI_SUCCESS;
 }
@@ -147,7 +149,7 @@ void StagedCollective::fail(int rc, const std::string &why) {
 }
 
 void StagedCollective::issue() {
-    int rc = form_ == Form::PERSISTENT ? PMPI_Start(&mpich_) : issue_(*call_, &mpich_);
+    int rc = issue_(*call_, &mpich_);
     stage_ = Stage::RUNNING;
     if (rc != MPI_SUCCESS) {
         if (error == MPI_SUCCESS) error = rc;  // MPICH's own code, with its message
@@ -166,10 +168,7 @@ void StagedCollective::progress() {
             [[fallthrough]];
         case Stage::READY:
             // issue() runs progress() again from RUNNING.
-            if (form_ == Form::PERSISTENT)
-                issue();
-            else
-                issue_queued_collectives(comm);
+            issue_queued_collectives(comm);
             return;
         case Stage::RUNNING: {
             int flag = 0;

@@ -9,9 +9,10 @@
 // Order. MPICH matches nonblocking collectives on a communicator in the order they are
 // issued. A nonblocking call whose inputs are still being copied cannot be issued yet, so
 // it waits in a per-communicator queue, and every later collective on that communicator,
-// host or device, queues behind it (issue_order.h). Persistent collectives are initialised
-// in MPICH at their init call, on scratch kept for their life; MPI lets their starts come
-// in any order.
+// host or device, queues behind it (issue_order.h). A persistent collective keeps its
+// scratch for its life and issues MPICH's nonblocking collective at each start, in the
+// same queue: MPICH 4.0.2's own persistent collectives hung here after a few starts, and
+// return stale data from a persistent gather, scatter or allgather started twice.
 #pragma once
 
 #include <memory>
@@ -27,14 +28,12 @@ namespace mpiacc {
 class StagedCollective final : public Op {
 public:
     enum class Form { BLOCKING, NONBLOCKING, PERSISTENT };
-    // `issue` is MPICH's nonblocking form (BLOCKING, NONBLOCKING) or its persistent
-    // initialisation (PERSISTENT), called once the inputs are in host memory, or at once
-    // for PERSISTENT.
+    // `issue` is MPICH's nonblocking form, called once the inputs are in host memory.
     StagedCollective(std::unique_ptr<CollCall> call, CollIssue issue, Form form);
     ~StagedCollective() override;
 
-    // Takes the scratch, and starts the copies in (BLOCKING, NONBLOCKING) or initialises
-    // MPICH's persistent collective (PERSISTENT). MPI_SUCCESS, or an error class with *why.
+    // Takes the scratch, and starts the copies in (BLOCKING, NONBLOCKING; PERSISTENT at
+    // each start()). MPI_SUCCESS, or an error class with *why.
     int begin(std::string *why);
 
     void progress() override;

@@ -20,15 +20,16 @@ typedef struct {
 
 static inline size_t coll_max(size_t a, size_t b) { return a > b ? a : b; }
 
-/* Host buffers in a persistent collective go to MPICH's own persistent collective, and
- * MPICH 4.0.2's persistent Gather, Scatter and Allgather are wrong by themselves: stale
- * data or nothing at the second start, the root's own block missing, a crash with a
- * derived type, later collectives that hang (pmodels/mpich#7078, #6423, #7550;
- * COLL_PMPI=1 shows it without MPI-ACC). Host runs leave them out, saying why. */
+/* MPICH 4.0.2's own persistent Gather, Scatter and Allgather are wrong by themselves:
+ * stale data or nothing at the second start, the root's own block missing, a crash with a
+ * derived type, later collectives that hang (pmodels/mpich#7078, #6423, #7550). MPI-ACC
+ * issues MPICH's nonblocking collective at each start instead; runs straight to MPICH
+ * (COLL_PMPI=1) leave them out, saying why. */
 static const char *coll_mpich_persistent_defect(int spec, int kind, int mode) {
-    if (kind != CK_HOST || mode != CM_PERSISTENT) return NULL;
+    (void)kind;
+    if (!coll_use_pmpi || mode != CM_PERSISTENT) return NULL;
     if (spec == S_GATHER || spec == S_SCATTER || spec == S_ALLGATHER)
-        return "MPICH 4.0.2's own persistent gather, scatter and allgather are wrong on host buffers "
+        return "MPICH 4.0.2's own persistent gather, scatter and allgather are wrong "
                "(pmodels/mpich#7078, #6423, #7550)";
     return NULL;
 }
