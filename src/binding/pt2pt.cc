@@ -281,7 +281,9 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     bool stages_after_decline = false;  // see SendOp::post
     if (mb.kind != BufKind::HOST) {
         const bool blocking = request == nullptr;
-        bool ipc_candidate = attrs.ipc_offer;
+        // A derived type on a device is never offered for a pull (typed_device.h): small
+        // ones go staged whole, as without IPC.
+        bool ipc_candidate = attrs.ipc_offer && mb.device->holds_plain_bytes();
         // A nonblocking send may stage at the call only when no wait on that copy holds a
         // caller beyond its own running time (BRIEF S1): the kind says (accel.h).
         const bool copy_is_bounded = mb.device->stages_nonblocking_sends();
