@@ -248,6 +248,29 @@ public:
         *why = "unpacking datatypes is not available for this buffer kind";
         return MPI_ERR_UNSUPPORTED_OPERATION;
     }
+    // pack_to_host and unpack_from_host with the packed bytes in device memory: bytes
+    // [at, at + len) of `packed`, a plain buffer of the same kind, ordered after both
+    // captured dependencies. MPI_Pack between two device buffers runs in one pass this
+    // way. Kinds that cannot refuse with MPI_ERR_UNSUPPORTED_OPERATION, and the caller
+    // goes through host memory.
+    virtual int pack_to_device(const FlatType & /*flat*/, std::int64_t /*origin*/, std::int64_t /*count*/,
+                               std::size_t /*first*/, DeviceBuffer & /*packed*/, std::size_t /*at*/,
+                               std::size_t /*len*/, std::unique_ptr<Completion> * /*done*/, std::string *why) {
+        *why = "packing datatypes into device memory is not available for this buffer kind";
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    virtual int unpack_from_device(const FlatType & /*flat*/, std::int64_t /*origin*/, std::int64_t /*count*/,
+                                   std::size_t /*first*/, DeviceBuffer & /*packed*/, std::size_t /*at*/,
+                                   std::size_t /*len*/, std::unique_ptr<Completion> * /*done*/, std::string *why) {
+        *why = "unpacking datatypes from device memory is not available for this buffer kind";
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    // The reverse of copy_to_device: [src_offset, src_offset + len) of `src` into
+    // [offset, offset + len) of this buffer.
+    virtual int copy_from_device(std::size_t offset, DeviceBuffer &src, std::size_t src_offset, std::size_t len,
+                                 std::unique_ptr<Completion> *done, std::string *why) {
+        return src.copy_to_device(src_offset, *this, offset, len, done, why);
+    }
     // MPI_Reduce_local: this[i] = in[i] op this[i] for `count` elements of spec.extent
     // bytes each, `in` a buffer of the same kind, ordered after both captured
     // dependencies. Blocking: returns once the result is in this buffer. Kinds without

@@ -18,12 +18,14 @@ bool nothing_to_check() {
     return !ctx.initialized || only_host_buffers(ctx);
 }
 
-// The packed bytes of a call: its output (a pack) or its input (an unpack).
+// The packed bytes of a call: its output (a pack) or its input (an unpack); `native`
+// for MPI_Pack and MPI_Unpack, whose packed form the device kernels write and read.
 struct Packed {
     void *bytes;
     MPI_Count size;
     const char *arg;
     bool is_output;
+    bool native;
 };
 
 // One pack call. `direct` is MPICH's own call as the user made it; `host` runs it for host
@@ -65,6 +67,17 @@ int pack_call(const void *typed, MPI_Count count, MPI_Datatype type, const char 
     battrs.within_call = true;
     MessageBuffer pb;
     rc = make_message_buffer(static_cast<char *>(packed.bytes) + pos, static_cast<int>(n), MPI_BYTE, battrs, &pb, &why);
+    if (rc == MPI_SUCCESS && typed_on_device && packed.native && n > 0) {
+        // Both on one device: the kernels pack straight into the packed bytes (or unpack
+        // from them), with no host copy in between.
+        rc = move_packed_on_device(mb, pb, packed.is_output, &why);
+        if (rc == MPI_SUCCESS) {
+            *position = static_cast<Pos>(pos + n);
+            return MPI_SUCCESS;
+        }
+        if (rc != MPI_ERR_UNSUPPORTED_OPERATION) return raise_error(comm, rc, call, why);
+        rc = MPI_SUCCESS;
+    }
     std::vector<char> copy(static_cast<std::size_t>(n) + 1);
     if (rc == MPI_SUCCESS && !packed.is_output)
         rc = copy_out_of_device(pb, copy.data(), static_cast<std::size_t>(n), call, &why);
@@ -103,7 +116,7 @@ extern "C" {
 int MPI_Pack(const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, int outsize, int *position,
              MPI_Comm comm) {
     return pack_call(
-        inbuf, incount, datatype, "inbuf", Packed{outbuf, outsize, "outbuf", true}, position, comm, "MPI_Pack",
+        inbuf, incount, datatype, "inbuf", Packed{outbuf, outsize, "outbuf", true, true}, position, comm, "MPI_Pack",
         [&] { return PMPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm); },
         [&](void *out, MPI_Count size, MPI_Count *pos) {
             int p = static_cast<int>(*pos);
@@ -119,7 +132,7 @@ int MPI_Pack(const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf
 int MPI_Pack_c(const void *inbuf, MPI_Count incount, MPI_Datatype datatype, void *outbuf, MPI_Count outsize,
                MPI_Count *position, MPI_Comm comm) {
     return pack_call(
-        inbuf, incount, datatype, "inbuf", Packed{outbuf, outsize, "outbuf", true}, position, comm, "MPI_Pack_c",
+        inbuf, incount, datatype, "inbuf", Packed{outbuf, outsize, "outbuf", true, true}, position, comm, "MPI_Pack_c",
         [&] { return PMPI_Pack_c(inbuf, incount, datatype, outbuf, outsize, position, comm); },
         [&](void *out, MPI_Count size, MPI_Count *pos) {
             return PMPI_Pack_c(inbuf, incount, datatype, out, size, pos, comm);
@@ -132,8 +145,8 @@ int MPI_Pack_c(const void *inbuf, MPI_Count incount, MPI_Datatype datatype, void
 int MPI_Unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount, MPI_Datatype datatype,
                MPI_Comm comm) {
     return pack_call(
-        outbuf, outcount, datatype, "outbuf", Packed{const_cast<void *>(inbuf), insize, "inbuf", false}, position, comm,
-        "MPI_Unpack", [&] { return PMPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm); },
+        outbuf, outcount, datatype, "outbuf", Packed{const_cast<void *>(inbuf), insize, "inbuf", false, true}, position,
+        comm, "MPI_Unpack", [&] { return PMPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm); },
         [&](void *in, MPI_Count size, MPI_Count *pos) {
             int p = static_cast<int>(*pos);
             int rc = PMPI_Unpack(in, static_cast<int>(size), &p, outbuf, outcount, datatype, comm);
@@ -148,8 +161,8 @@ int MPI_Unpack(const void *inbuf, int insize, int *position, void *outbuf, int o
 int MPI_Unpack_c(const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf, MPI_Count outcount,
                  MPI_Datatype datatype, MPI_Comm comm) {
     return pack_call(
-        outbuf, outcount, datatype, "outbuf", Packed{const_cast<void *>(inbuf), insize, "inbuf", false}, position, comm,
-        "MPI_Unpack_c", [&] { return PMPI_Unpack_c(inbuf, insize, position, outbuf, outcount, datatype, comm); },
+        outbuf, outcount, datatype, "outbuf", Packed{const_cast<void *>(inbuf), insize, "inbuf", false, true}, position,
+        comm, "MPI_Unpack_c", [&] { return PMPI_Unpack_c(inbuf, insize, position, outbuf, outcount, datatype, comm); },
         [&](void *in, MPI_Count size, MPI_Count *pos) {
             return PMPI_Unpack_c(in, size, pos, outbuf, outcount, datatype, comm);
         },
@@ -161,7 +174,7 @@ int MPI_Unpack_c(const void *inbuf, MPI_Count insize, MPI_Count *position, void 
 int MPI_Pack_external(const char *datarep, const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf,
                       MPI_Aint outsize, MPI_Aint *position) {
     return pack_call(
-        inbuf, incount, datatype, "inbuf", Packed{outbuf, outsize, "outbuf", true}, position, MPI_COMM_WORLD,
+        inbuf, incount, datatype, "inbuf", Packed{outbuf, outsize, "outbuf", true, false}, position, MPI_COMM_WORLD,
         "MPI_Pack_external",
         [&] { return PMPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position); },
         [&](void *out, MPI_Count size, MPI_Count *pos) {
@@ -175,7 +188,7 @@ int MPI_Pack_external(const char *datarep, const void *inbuf, int incount, MPI_D
 int MPI_Pack_external_c(const char *datarep, const void *inbuf, MPI_Count incount, MPI_Datatype datatype, void *outbuf,
                         MPI_Count outsize, MPI_Count *position) {
     return pack_call(
-        inbuf, incount, datatype, "inbuf", Packed{outbuf, outsize, "outbuf", true}, position, MPI_COMM_WORLD,
+        inbuf, incount, datatype, "inbuf", Packed{outbuf, outsize, "outbuf", true, false}, position, MPI_COMM_WORLD,
         "MPI_Pack_external_c",
         [&] { return PMPI_Pack_external_c(datarep, inbuf, incount, datatype, outbuf, outsize, position); },
         [&](void *out, MPI_Count size, MPI_Count *pos) {
@@ -189,8 +202,8 @@ int MPI_Pack_external_c(const char *datarep, const void *inbuf, MPI_Count incoun
 int MPI_Unpack_external(const char datarep[], const void *inbuf, MPI_Aint insize, MPI_Aint *position, void *outbuf,
                         int outcount, MPI_Datatype datatype) {
     return pack_call(
-        outbuf, outcount, datatype, "outbuf", Packed{const_cast<void *>(inbuf), insize, "inbuf", false}, position,
-        MPI_COMM_WORLD, "MPI_Unpack_external",
+        outbuf, outcount, datatype, "outbuf", Packed{const_cast<void *>(inbuf), insize, "inbuf", false, false},
+        position, MPI_COMM_WORLD, "MPI_Unpack_external",
         [&] { return PMPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype); },
         [&](void *in, MPI_Count size, MPI_Count *pos) {
             return PMPI_Unpack_external_c(datarep, in, size, pos, outbuf, outcount, datatype);
@@ -203,8 +216,8 @@ int MPI_Unpack_external(const char datarep[], const void *inbuf, MPI_Aint insize
 int MPI_Unpack_external_c(const char datarep[], const void *inbuf, MPI_Count insize, MPI_Count *position, void *outbuf,
                           MPI_Count outcount, MPI_Datatype datatype) {
     return pack_call(
-        outbuf, outcount, datatype, "outbuf", Packed{const_cast<void *>(inbuf), insize, "inbuf", false}, position,
-        MPI_COMM_WORLD, "MPI_Unpack_external_c",
+        outbuf, outcount, datatype, "outbuf", Packed{const_cast<void *>(inbuf), insize, "inbuf", false, false},
+        position, MPI_COMM_WORLD, "MPI_Unpack_external_c",
         [&] { return PMPI_Unpack_external_c(datarep, inbuf, insize, position, outbuf, outcount, datatype); },
         [&](void *in, MPI_Count size, MPI_Count *pos) {
             return PMPI_Unpack_external_c(datarep, in, size, pos, outbuf, outcount, datatype);

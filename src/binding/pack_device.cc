@@ -97,6 +97,18 @@ int copy_out_of_device(MessageBuffer &pb, void *dst, std::size_t n, const char *
     return stage_device_data(pb, dst, call, why);
 }
 
+int move_packed_on_device(MessageBuffer &mb, MessageBuffer &pb, bool pack, std::string *why) {
+    if (!mb.device || !pb.device || mb.kind != pb.kind) {
+        *why = "the typed and packed buffers are not device memory of one kind";
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    std::unique_ptr<Completion> done;
+    int rc = pack ? mb.device->copy_to_device(0, *pb.device, 0, mb.bytes, &done, why)
+                  : mb.device->copy_from_device(0, *pb.device, 0, mb.bytes, &done, why);
+    if (rc != MPI_SUCCESS) return rc;
+    return wait_copy(std::move(done), pack ? "packing on the device failed" : "unpacking on the device failed", why);
+}
+
 int pack_device(MessageBuffer &mb, void *outbuf, MPI_Count outsize, MPI_Count *position, const char *call,
                 std::string *why) {
     const MPI_Count at = *position;

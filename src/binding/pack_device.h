@@ -25,6 +25,11 @@ int unpack_device(const void *inbuf, MPI_Count insize, MPI_Count *position, Mess
 int copy_into_device(MessageBuffer &pb, const void *src, std::size_t n, std::string *why);
 int copy_out_of_device(MessageBuffer &pb, void *dst, std::size_t n, const char *call, std::string *why);
 
+// mb's elements packed straight into the device bytes captured in pb (pack), or unpacked
+// from them, in one pass on the device, waited for. MPI_ERR_UNSUPPORTED_OPERATION when
+// the kinds cannot (another kind or device): the caller goes through host memory.
+int move_packed_on_device(MessageBuffer &mb, MessageBuffer &pb, bool pack, std::string *why);
+
 // The same in the representation `datarep` (external32).
 int pack_external_device(const char *datarep, MessageBuffer &mb, MPI_Count count, MPI_Datatype type, void *outbuf,
                          MPI_Count outsize, MPI_Count *position, const char *call, std::string *why);

@@ -42,4 +42,16 @@ int TypedDeviceBuffer::copy_from_host(std::size_t offset, const void *src, std::
     return inner_->unpack_from_host(*flat_, origin_, count_, offset, src, len, done, why);
 }
 
+int TypedDeviceBuffer::copy_to_device(std::size_t offset, DeviceBuffer &dst, std::size_t dst_offset, std::size_t len,
+                                      std::unique_ptr<Completion> *done, std::string *why) {
+    if (!in_range(offset, len, "copy_to_device", why)) return MPI_ERR_INTERN;
+    return inner_->pack_to_device(*flat_, origin_, count_, offset, dst, dst_offset, len, done, why);
+}
+
+int TypedDeviceBuffer::copy_from_device(std::size_t offset, DeviceBuffer &src, std::size_t src_offset, std::size_t len,
+                                        std::unique_ptr<Completion> *done, std::string *why) {
+    if (!in_range(offset, len, "copy_from_device", why)) return MPI_ERR_INTERN;
+    return inner_->unpack_from_device(*flat_, origin_, count_, offset, src, src_offset, len, done, why);
+}
+
 }  // namespace mpiacc

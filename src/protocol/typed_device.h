@@ -45,8 +45,13 @@ public:
     }
     bool copies_from_peer_segments() const override { return inner_->copies_from_peer_segments(); }
     // Not offered for a pull, nor pulled into: a peer would take the footprint for packed
-    // bytes. The default refusals of copy_to_device and ipc_export stand.
+    // bytes (ipc_export's default refusal stands). A device-to-device copy packs into, or
+    // unpacks from, a plain buffer of the same kind (MPI_Pack between device buffers).
     bool holds_plain_bytes() const override { return false; }
+    int copy_to_device(std::size_t offset, DeviceBuffer &dst, std::size_t dst_offset, std::size_t len,
+                       std::unique_ptr<Completion> *done, std::string *why) override;
+    int copy_from_device(std::size_t offset, DeviceBuffer &src, std::size_t src_offset, std::size_t len,
+                         std::unique_ptr<Completion> *done, std::string *why) override;
 
 private:
     bool in_range(std::size_t offset, std::size_t len, const char *what, std::string *why) const;

@@ -58,13 +58,26 @@ public:
                          const void *src, std::size_t len, std::unique_ptr<Completion> *done,
                          std::string *why) override;
 
+    // The same with the packed bytes in `packed`, CUDA memory on this buffer's device,
+    // which the kernel reads or writes itself.
+    int pack_to_device(const FlatType &flat, std::int64_t origin, std::int64_t count, std::size_t first,
+                       DeviceBuffer &packed, std::size_t at, std::size_t len, std::unique_ptr<Completion> *done,
+                       std::string *why) override;
+    int unpack_from_device(const FlatType &flat, std::int64_t origin, std::int64_t count, std::size_t first,
+                           DeviceBuffer &packed, std::size_t at, std::size_t len, std::unique_ptr<Completion> *done,
+                           std::string *why) override;
+
     // The reduction kernel (reduce.h) on this buffer's stream after both dependencies;
     // waits for it. `in` must be CUDA memory this buffer's device reaches.
     int reduce_local(DeviceBuffer &in, const ReduceSpec &spec, std::int64_t count, std::string *why) override;
 
 private:
+    // `host` is host memory, or bytes of `on_device` (device memory this device reaches).
     int typed_copy(bool pack, const FlatType &flat, std::int64_t origin, std::int64_t count, std::size_t first,
-                   void *host, std::size_t len, std::unique_ptr<Completion> *done, std::string *why);
+                   void *host, std::size_t len, std::unique_ptr<Completion> *done, std::string *why,
+                   const CudaBuffer *on_device = nullptr);
+    // `packed` as a CUDA buffer on this device holding [at, at + len), or null with *why.
+    const CudaBuffer *same_device_packed(DeviceBuffer &packed, std::size_t at, std::size_t len, std::string *why) const;
     // An interprocess event that fires with the captured dependency (see cuda_buffer.cc).
     std::shared_ptr<EventRef> exportable_dependency();
     bool in_bounds(std::size_t offset, std::size_t len, const char *what, std::string *why) const;

@@ -101,8 +101,36 @@ int CudaBuffer::unpack_from_host(const FlatType &flat, std::int64_t origin, std:
     return typed_copy(false, flat, origin, count, first, const_cast<void *>(src), len, done, why);
 }
 
+const CudaBuffer *CudaBuffer::same_device_packed(DeviceBuffer &packed, std::size_t at, std::size_t len,
+                                                 std::string *why) const {
+    auto *p = dynamic_cast<CudaBuffer *>(&packed);
+    if (!p || p->device_->ordinal != device_->ordinal || p->mapping_) {
+        *why = "the packed bytes are not CUDA memory of the typed buffer's device";
+        return nullptr;
+    }
+    if (!p->in_bounds(at, len, "packed bytes", why)) return nullptr;
+    return p;
+}
+
+int CudaBuffer::pack_to_device(const FlatType &flat, std::int64_t origin, std::int64_t count, std::size_t first,
+                               DeviceBuffer &packed, std::size_t at, std::size_t len, std::unique_ptr<Completion> *done,
+                               std::string *why) {
+    const CudaBuffer *p = same_device_packed(packed, at, len, why);
+    if (!p) return MPI_ERR_UNSUPPORTED_OPERATION;
+    return typed_copy(true, flat, origin, count, first, p->ptr_ + at, len, done, why, p);
+}
+
+int CudaBuffer::unpack_from_device(const FlatType &flat, std::int64_t origin, std::int64_t count, std::size_t first,
+                                   DeviceBuffer &packed, std::size_t at, std::size_t len,
+                                   std::unique_ptr<Completion> *done, std::string *why) {
+    const CudaBuffer *p = same_device_packed(packed, at, len, why);
+    if (!p) return MPI_ERR_UNSUPPORTED_OPERATION;
+    return typed_copy(false, flat, origin, count, first, p->ptr_ + at, len, done, why, p);
+}
+
 int CudaBuffer::typed_copy(bool pack, const FlatType &flat, std::int64_t origin, std::int64_t count, std::size_t first,
-                           void *host, std::size_t len, std::unique_ptr<Completion> *done, std::string *why) {
+                           void *host, std::size_t len, std::unique_ptr<Completion> *done, std::string *why,
+                           const CudaBuffer *on_device) {
     const char *verb = pack ? "device pack" : "device unpack";
     DeviceGuard guard(device_->ordinal, device_->driver.get());
     if (guard.error() != cudaSuccess) {
@@ -119,7 +147,8 @@ int CudaBuffer::typed_copy(bool pack, const FlatType &flat, std::int64_t origin,
     };
     std::shared_ptr<EventRef> finished = device_->events->acquire(why);
     if (!finished) return MPI_ERR_OTHER;
-    const bool reachable = len > 0 && device_->host_at_own_address && owner_->pinned->contains(host, len);
+    const bool reachable =
+        on_device || (len > 0 && device_->host_at_own_address && owner_->pinned->contains(host, len));
     void *scratch = nullptr;
     cudaError_t e = cudaSuccess;
     if (!reachable && len > 0) {
@@ -148,6 +177,8 @@ int CudaBuffer::typed_copy(bool pack, const FlatType &flat, std::int64_t origin,
         }
     }
     if (dep_) e = quiet(cudaStreamWaitEvent(stream, dep_->get(), 0));
+    if (e == cudaSuccess && on_device && on_device->dep_)
+        e = quiet(cudaStreamWaitEvent(stream, on_device->dep_->get(), 0));
     if (e != cudaSuccess) {
         if (scratch) quiet(cudaFreeAsync(scratch, stream));
         return fail("cudaStreamWaitEvent", e);
