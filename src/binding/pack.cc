@@ -1,6 +1,8 @@
 // MPI_Pack and MPI_Unpack (with their external and large-count forms). The typed buffer
-// may be on a device (pack_device.cc): its elements are packed there. Packed bytes found
-// to be CUDA memory (pointer query) are packed in host memory and copied, both ways.
+// may be on a device (pack_device.cc): its elements are packed there, straight into
+// packed bytes on the same device where the kind can (DeviceBuffer::pack_to_device).
+// Other packed bytes found to be CUDA memory (pointer query) are packed in host memory and
+// copied, both ways.
 // Errors go to the communicator's handler, MPI_COMM_WORLD's for the external forms, as
 // MPICH's own.
 #include <climits>
