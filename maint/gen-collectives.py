@@ -163,7 +163,8 @@ def main():
             out.append('    if (collectives_queued_on(comm))')
             out.append('        return run_staged(CollCall(call, comm), %s, StagedCollective::Form::%s, %s);' % (lam, form, req))
         else:
-            out.append('    if (check || collectives_queued()) {')
+            bufs = ', '.join(x for x in a if x in ('buffer', 'sendbuf', 'recvbuf'))
+            out.append('    if ((check && !plain_host_args(ctx, %s)) || collectives_queued()) {' % bufs)
             out.append('        CollCall c(call, comm);')
             out.append('        MPIACC_DESCRIBE(%s);' % d)
             cond = 'c.staged() || collectives_queued_on(comm)'

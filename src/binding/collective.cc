@@ -40,6 +40,14 @@ int mpiacc::require_host_buffer(const void *buf, MPI_Datatype type, const char *
 
 namespace {
 
+// Whether the buffer arguments are host memory, found as cheaply as point-to-point finds
+// it (no tagged type anywhere; autodetection's host table): a host collective then goes
+// to MPICH without being described.
+inline bool plain_host_args(const Context &ctx, const void *a, const void *b = nullptr) {
+    auto plain = [&ctx](const void *p) { return p == nullptr || p == MPI_IN_PLACE || buffer_is_plain_host(ctx, p); };
+    return plain(a) && plain(b);
+}
+
 // The count and displacement arrays of a collective that has none (describe.h).
 constexpr const int *kNoCounts = nullptr;
 
