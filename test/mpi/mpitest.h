@@ -24,9 +24,9 @@ static void mt_fail(const char *file, int line, const char *fmt, ...) {
     mt_case_failed = 1;
 }
 
-#define MT_CHECK(cond, ...)                                        \
-    do {                                                           \
-        if (!(cond)) mt_fail(__FILE__, __LINE__, __VA_ARGS__);      \
+#define MT_CHECK(cond, ...)                                    \
+    do {                                                       \
+        if (!(cond)) mt_fail(__FILE__, __LINE__, __VA_ARGS__); \
     } while (0)
 
 /* Every rank calls MT_INIT/MT_FINALIZE; rank 0 prints the plan at the end. */
@@ -89,6 +89,19 @@ static inline size_t mt_verify(const void *buf, size_t n, uint64_t seed) {
     for (size_t i = 0; i < n; ++i)
         if (((const unsigned char *)buf)[i] != mt_byte(seed, i)) return i;
     return (size_t)-1;
+}
+
+/* Whether every rank runs on this rank's host (MPI_Get_processor_name): maint/multihost
+ * spreads them over several, where the modes of one node do not apply. */
+static inline int mt_one_host(void) {
+    char mine[MPI_MAX_PROCESSOR_NAME] = {0}, first[MPI_MAX_PROCESSOR_NAME] = {0};
+    int len = 0, same = 0, all = 0;
+    MPI_Get_processor_name(mine, &len);
+    memcpy(first, mine, sizeof first);
+    MPI_Bcast(first, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
+    same = strcmp(first, mine) == 0;
+    MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all;
 }
 
 #endif
