@@ -1,0 +1,50 @@
+/* Stencil2D on OpenCL: what the driver (main.c) and the two main loops (loop_def.c,
+ * loop_mpi_acc.c) share. Each rank owns an h x w tile of the global grid, stored row-major
+ * in a cl_mem with a one-cell halo all round, so one padded row holds `pitch` = w + 2 floats
+ * and cell (y, x) of the tile (halo at y = 0, h + 1 and x = 0, w + 1) is element
+ * y * pitch + x. */
+#ifndef STENCIL2D_H_INCLUDED
+#define STENCIL2D_H_INCLUDED
+
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <mpi.h>
+#include <stdio.h>
+
+/* One tag per direction of travel, so that a receive can only match the face it expects even
+ * where one rank is both neighbours. */
+enum { TAG_EASTWARD = 1, TAG_WESTWARD, TAG_NORTHWARD, TAG_SOUTHWARD };
+
+typedef struct {
+    MPI_Comm cart; /* the 2D process grid, not periodic */
+    int rank, size, dims[2], coords[2];
+    int north, south, west, east; /* MPI_PROC_NULL at the edge of the grid */
+    int h, w, pitch;              /* interior rows and columns; padded row length */
+    int row0, col0;               /* global index of the tile's first interior cell */
+    cl_command_queue queue;       /* in order: a copy enqueued after the kernel sees its output */
+    cl_kernel kernel;
+    size_t local[2], global[2]; /* the kernel's NDRange, global rounded up to local */
+    cl_mem cur, next;           /* the grid now and the one the kernel writes */
+} tile;
+
+typedef struct {
+    double compute, comm; /* seconds, summed over the iterations */
+} loop_times;
+
+/* Stops every rank with a message naming the OpenCL call, its error and the place. */
+void cl_fail(cl_int err, const char *call, const char *file, int line);
+#define CL_CHECK(call)                                                                      \
+    do {                                                                                    \
+        cl_int cl_check_err_ = (call);                                                      \
+        if (cl_check_err_ != CL_SUCCESS) cl_fail(cl_check_err_, #call, __FILE__, __LINE__); \
+    } while (0)
+
+/* One iteration's compute: the stencil from t->cur into t->next, waited for, then the two
+ * swapped. Both variants call it, so it counts in both main loops. */
+void stencil_step(tile *t);
+
+/* The variants' main loops: `iters` halo exchanges and stencil steps on t->cur. */
+loop_times run_def(tile *t, int iters);
+loop_times run_mpi_acc(tile *t, int iters);
+
+#endif
