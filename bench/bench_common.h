@@ -125,4 +125,19 @@ static inline int local_rank_from_env(void) {
     return 0;
 }
 
+/* Median of n values (n <= 64), the mean of the middle two when n is even; v is left as
+ * it was. Rows of every benchmark are medians over their rounds. */
+static int bench_cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static inline double bench_median(const double *v, int n) {
+    double s[64];
+    if (n <= 0) return 0;
+    if (n > 64) n = 64;
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, bench_cmp_double);
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
 #endif

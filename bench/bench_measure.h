@@ -23,7 +23,8 @@ enum { PIPE_CHUNK = 256 << 10 };
 static int setup_host_side(Bench *b) {
     long max = 0;
     for (int i = 0; i < b->o.nsizes; i++)
-        if (b->o.sizes[i] <= b->o.max_size && b->o.sizes[i] >= b->o.min_size && b->o.sizes[i] > max) max = b->o.sizes[i];
+        if (b->o.sizes[i] <= b->o.max_size && b->o.sizes[i] >= b->o.min_size && b->o.sizes[i] > max)
+            max = b->o.sizes[i];
     if (max == 0) {
         if (b->rank == 0) fprintf(stderr, "%s: no size in [--min-size, --max-size]\n", g_prog);
         return 0;
@@ -50,28 +51,38 @@ static int setup_host_side(Bench *b) {
 /* ------------------------------------------------------------------ measurement */
 
 static void barrier(const Config *c) {
-    if (c->mpiacc) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-    else MPI_CHECK(PMPI_Barrier(MPI_COMM_WORLD));
+    if (c->mpiacc)
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    else
+        MPI_CHECK(PMPI_Barrier(MPI_COMM_WORLD));
 }
 
 static void ack(Bench *b, const Config *c, int sending) {
     char byte = 0;
     if (c->mpiacc) {
-        if (sending) MPI_CHECK(MPI_Send(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD));
-        else MPI_CHECK(MPI_Recv(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        if (sending)
+            MPI_CHECK(MPI_Send(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD));
+        else
+            MPI_CHECK(MPI_Recv(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
     } else {
-        if (sending) MPI_CHECK(PMPI_Send(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD));
-        else MPI_CHECK(PMPI_Recv(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        if (sending)
+            MPI_CHECK(PMPI_Send(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD));
+        else
+            MPI_CHECK(PMPI_Recv(&byte, 1, MPI_BYTE, b->peer, TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
     }
 }
 
 static void do_window(Bench *b, const Config *c, Side s, size_t n, int w, int sending) {
     if (sending) {
-        if (c->send_window) c->send_window(b, s, n, w);
-        else for (int i = 0; i < w; i++) c->send(b, s, n);
+        if (c->send_window)
+            c->send_window(b, s, n, w);
+        else
+            for (int i = 0; i < w; i++) c->send(b, s, n);
     } else {
-        if (c->recv_window) c->recv_window(b, s, n, w);
-        else for (int i = 0; i < w; i++) c->recv(b, s, n);
+        if (c->recv_window)
+            c->recv_window(b, s, n, w);
+        else
+            for (int i = 0; i < w; i++) c->recv(b, s, n);
     }
 }
 
@@ -80,8 +91,10 @@ static void one_iter(Bench *b, const Config *c, const Dir *d, size_t n, int bw, 
     Side s = send_side(b, d), r = recv_side(b, d);
     if (c->rank0_only) {
         if (b->rank == 0) {
-            if (bw) c->send_window(b, s, n, w);
-            else c->send(b, s, n);
+            if (bw)
+                c->send_window(b, s, n, w);
+            else
+                c->send(b, s, n);
         }
         return;
     }
@@ -148,8 +161,10 @@ static long verify(Bench *b, const Config *c, const Dir *d, size_t n) {
 /* ------------------------------------------------------------------ output */
 
 static const char *config_name(const Bench *b, const Config *c, char *buf, size_t len) {
-    if (c->mpiacc && b->o.label && *b->o.label) snprintf(buf, len, "%s-%s", c->name, b->o.label);
-    else snprintf(buf, len, "%s", c->name);
+    if (c->mpiacc && b->o.label && *b->o.label)
+        snprintf(buf, len, "%s-%s", c->name, b->o.label);
+    else
+        snprintf(buf, len, "%s", c->name);
     return buf;
 }
 
@@ -180,19 +195,6 @@ typedef struct {
 
 enum { MAX_UNITS = 64 };
 
-/* Median of n values (n <= MAX_ROUNDS); the mean of the middle two when n is even. */
-static double median(const double *v, int n) {
-    double s[MAX_ROUNDS];
-    memcpy(s, v, (size_t)n * sizeof *s);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && s[j - 1] > s[j]; j--) {
-            double t = s[j];
-            s[j] = s[j - 1];
-            s[j - 1] = t;
-        }
-    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
 /* Verifies (first round only) and times one unit at one size; one-way latency in us and
  * bandwidth in GB/s. Prints the measurement's line (rank 0). */
 static void measure(Bench *b, const Unit *u, size_t n, long round, double *lat_us, double *bw_GBs) {
@@ -216,7 +218,10 @@ static void measure(Bench *b, const Unit *u, size_t n, long round, double *lat_u
     *bw_GBs = (double)n * w / bw_t / 1e9;
     if (b->rank == 0) {
         printf("%-18s %-5s %10zu %11.2f %10.3f %7ld %7ld %3d %3ld  %s\n", u->name, u->d->name, n, *lat_us, *bw_GBs,
-               lat_iters, bw_iters, w, round + 1, round ? "-" : bad ? "MISMATCH" : "ok");
+               lat_iters, bw_iters, w, round + 1,
+               round ? "-"
+               : bad ? "MISMATCH"
+                     : "ok");
         fflush(stdout);
         if (b->o.rounds > 1)
             fprintf(b->csv, "# round %ld: %s,%s,%zu,%.3f,%.4f\n", round + 1, u->name, u->d->name, n, *lat_us, *bw_GBs);
@@ -283,7 +288,8 @@ static void run_all(Bench *b) {
     size_t sizes[MAX_SIZES];
     int nsizes = 0;
     for (int si = 0; si < b->o.nsizes; si++)
-        if (b->o.sizes[si] >= b->o.min_size && b->o.sizes[si] <= b->o.max_size) sizes[nsizes++] = (size_t)b->o.sizes[si];
+        if (b->o.sizes[si] >= b->o.min_size && b->o.sizes[si] <= b->o.max_size)
+            sizes[nsizes++] = (size_t)b->o.sizes[si];
     const long rounds = b->o.rounds;
     double *lat = calloc((size_t)(nunits * nsizes * rounds) + 1, sizeof *lat);
     double *bw = calloc((size_t)(nunits * nsizes * rounds) + 1, sizeof *bw);
@@ -301,7 +307,8 @@ static void run_all(Bench *b) {
             for (int k = 0; k < nunits; k++)
                 if (units[k].usable)
                     fprintf(b->csv, "%s,%s,%zu,%.3f,%.4f\n", units[k].name, units[k].d->name, sizes[si],
-                            median(&lat[AT(k, si, 0)], (int)rounds), median(&bw[AT(k, si, 0)], (int)rounds));
+                            bench_median(&lat[AT(k, si, 0)], (int)rounds),
+                            bench_median(&bw[AT(k, si, 0)], (int)rounds));
             fflush(b->csv);
         }
     if (b->rank == 0 && rounds > 1) {
@@ -310,7 +317,7 @@ static void run_all(Bench *b) {
             if (!units[k].usable) continue;
             for (int si = 0; si < nsizes; si++)
                 printf("%-18s %-5s %10zu %11.2f %10.3f\n", units[k].name, units[k].d->name, sizes[si],
-                       median(&lat[AT(k, si, 0)], (int)rounds), median(&bw[AT(k, si, 0)], (int)rounds));
+                       bench_median(&lat[AT(k, si, 0)], (int)rounds), bench_median(&bw[AT(k, si, 0)], (int)rounds));
         }
         fflush(stdout);
     }

@@ -395,17 +395,6 @@ static double timed(Bench *b, const Unit *u, int op, const Shape *sh) {
 
 /* ------------------------------------------------------------------ the run */
 
-static int cmp_double(const void *x, const void *y) {
-    const double a = *(const double *)x, c = *(const double *)y;
-    return a < c ? -1 : a > c;
-}
-static double median(const double *v, int n) {
-    double s[MAX_ROUNDS];
-    memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
 /* The rows of one collective and size, once its rounds are measured (rank 0). */
 static void write_rows(Bench *b, int op, const Shape *sh, double secs[][MAX_ROUNDS], const Status *st) {
     const int first = b->nresults;
@@ -413,7 +402,7 @@ static void write_rows(Bench *b, int op, const Shape *sh, double secs[][MAX_ROUN
         if (!b->units[k].usable) continue;
         const int measured = st[k] == ST_OK || st[k] == ST_MISMATCH;
         b->results[b->nresults++] =
-            (Result){op, &b->units[k], sh->bytes, measured ? median(secs[k], (int)b->o.rounds) : -1};
+            (Result){op, &b->units[k], sh->bytes, measured ? bench_median(secs[k], (int)b->o.rounds) : -1};
     }
     for (int i = first; i < b->nresults; i++) {
         const Result *r = &b->results[i];

@@ -228,18 +228,6 @@ const char *config_name(const Bench *b, const char *base, int through_mpiacc, ch
     return buf;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, int n) {
-    double s[MAX_ROUNDS];
-    memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
 void print_round(Bench *b, const char *cas, long n, long bytes, const char *config, const char *op, double sec,
                  long iters, long round, const char *verify) {
     if (b->rank != 0) return;
@@ -261,7 +249,7 @@ void add_result(Bench *b, const char *cas, long n, long bytes, const char *base,
                 const double *secs, int rounds, const char *status) {
     if (b->rank != 0) return;
     const int measured = strcmp(status, "unsupported") != 0;
-    const double sec = measured ? median(secs, rounds) : 0;
+    const double sec = measured ? bench_median(secs, rounds) : 0;
     if (measured)
         fprintf(b->csv, "%s,%ld,%ld,%s,%s,%.3f,%.4f,%s\n", cas, n, bytes, config, op, sec * 1e6,
                 (double)bytes / sec / 1e9, status);
