@@ -202,10 +202,12 @@ namespace {
 
 // Whether a nonblocking send of `bytes` is staged whole at the call (the eager branch of
 // send_common below) for every buffer of `kind`, known before the buffer is captured.
-bool small_isend_staged_at_call(BufKind kind, SendMode mode, long long bytes, const Knobs &knobs) {
+bool small_isend_staged_at_call(BufKind kind, SendMode mode, int count, MPI_Datatype type, const Knobs &knobs) {
     const AccelCaps &caps = accel_caps(kind);
-    if (!caps.stages_small_isends || caps.ipc || bytes < 0) return false;
+    if (!caps.stages_small_isends || caps.ipc) return false;
     if (mode == SendMode::BUFFERED) return true;  // its copy is taken at the call
+    const long long bytes = packed_bytes(count, type);
+    if (bytes < 0) return false;
     const auto n = static_cast<std::size_t>(bytes);
     return n <= staged_isend_eager_max(knobs) && n != kEnvelopeBytes;
 }
@@ -264,8 +266,7 @@ int send_common(const void *buf, int count, MPI_Datatype type, int dest, int tag
     attrs.within_call = request == nullptr;
     // So does a small nonblocking one staged at the call: a kind may then copy on the
     // user's queue (docs/performance.md, "Small nonblocking OpenCL sends").
-    attrs.copies_in_call =
-        attrs.within_call || small_isend_staged_at_call(attrs.kind, mode, packed_bytes(count, type), ctx.knobs);
+    attrs.copies_in_call = attrs.within_call || small_isend_staged_at_call(attrs.kind, mode, count, type, ctx.knobs);
     // Inside a node a buffer of a kind with IPC is pulled by the receiver (one copy)
     // rather than staged on both sides (two copies). Only such a send needs the peer's
     // world rank (on another communicator, five PMPI group calls); it is used again below.

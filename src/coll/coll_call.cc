@@ -83,10 +83,6 @@ int CollCall::describe(int slot, bool in, bool out, const std::vector<CollPiece>
             return MPI_ERR_ARG;
         }
     }
-    if (b.attrs.kind != BufKind::HOST && b.hi > b.lo && !b.user) {
-        *why = format("%s: a device buffer cannot be MPI_BOTTOM with absolute addresses", b.arg);
-        return MPI_ERR_BUFFER;
-    }
     return MPI_SUCCESS;
 }
 

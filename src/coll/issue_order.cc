@@ -63,8 +63,7 @@ void issue_queued_collectives(MPI_Comm comm) {
         StagedCollective *op = q->front();
         q->pop_front();
         all.queued.fetch_sub(1, std::memory_order_relaxed);
-        op->issue();
-        q = all.find(comm);  // issue() may have queued nothing new, but be safe
+        op->issue();  // queues nothing: the deque stays where it is
     }
     for (auto it = all.by_comm.begin(); it != all.by_comm.end();)
         it = it->second.empty() ? all.by_comm.erase(it) : it + 1;

@@ -53,7 +53,6 @@ int StagedCollective::start() {
     if (stage_ != Stage::IDLE) return MPI_ERR_REQUEST;
     complete = false;
     error = MPI_SUCCESS;
-    failure_.clear();
     std::string why;
     stage_ = Stage::COPY_IN;
     int rc = copy_in(&why);
@@ -71,21 +70,7 @@ int StagedCollective::capture(Staging &s, std::string *why) {
     const CollBuffer &b = call_->buffer(s.slot);
     BufferAttrs a = b.attrs;
     a.within_call = form_ == Form::BLOCKING;
-    void *addr = b.user;
-    if (accel_caps(a.kind).handle_addressed) {
-        // The types' offsets count from MPIX_ACC_OFFSET in the cl_mem.
-        if (b.lo < 0 && static_cast<std::uint64_t>(-b.lo) > a.offset) {
-            *why = format(
-                "%s: its datatype reaches %lld bytes before its origin, which is %zu bytes into the "
-                "cl_mem (MPIX_ACC_OFFSET): outside the buffer",
-                b.arg, static_cast<long long>(-b.lo), a.offset);
-            return MPI_ERR_TYPE;
-        }
-        a.offset = static_cast<std::size_t>(static_cast<std::int64_t>(a.offset) + b.lo);
-    } else {
-        addr = typed_address(b.user, static_cast<MPI_Aint>(b.lo));
-    }
-    int rc = accel_for(a.kind)->capture(addr, static_cast<std::size_t>(b.hi - b.lo), a, &s.device, why);
+    int rc = capture_footprint(b.user, b.lo, b.hi, a, &s.device, why);
     if (rc != MPI_SUCCESS && why->rfind(std::string(b.arg) + ": ", 0) != 0)
         *why = format("%s: %s", b.arg, why->c_str());
     return rc;

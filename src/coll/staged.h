@@ -70,7 +70,6 @@ private:
     Stage stage_ = Stage::IDLE;
     std::vector<Staging> staging_;
     MPI_Request mpich_ = MPI_REQUEST_NULL;
-    std::string failure_;
 };
 
 }  // namespace mpiacc

@@ -311,25 +311,9 @@ void MessageBuffer::hold_bytes(std::vector<char> &&data) {
     layout.bytes = bytes;
 }
 
-namespace {
-
-// A non-contiguous type on a device buffer: the region its elements touch is captured,
-// and wrapped so that its copies pack and unpack (typed_device.h).
-int make_typed_device_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs, MessageBuffer *out,
-                             std::string *why) {
+int capture_footprint(void *buf, std::int64_t lo, std::int64_t hi, const BufferAttrs &attrs,
+                      std::unique_ptr<DeviceBuffer> *out, std::string *why) {
     const AccelCaps &caps = accel_caps(attrs.kind);
-    if (!caps.packs_types) {
-        *why = format(
-            "buf: not supported on device buffers: the datatype does not describe one contiguous run of "
-            "bytes, and %s buffers cannot be packed on the device; pack the data first",
-            buf_kind_word(attrs.kind));
-        return MPI_ERR_UNSUPPORTED_OPERATION;
-    }
-    int error = MPI_SUCCESS;
-    std::shared_ptr<const FlatType> flat = flat_type(type, &error, why);
-    if (!flat) return error;
-    std::int64_t lo = 0, hi = 0;
-    type_footprint(*flat, count, &lo, &hi);
     BufferAttrs a = attrs;
     void *addr = buf;
     if (caps.handle_addressed && !buf) {
@@ -351,8 +335,30 @@ int make_typed_device_buffer(void *buf, int count, MPI_Datatype type, const Buff
     } else {
         addr = typed_address(buf, static_cast<MPI_Aint>(lo));
     }
+    return accel_for(attrs.kind)->capture(addr, static_cast<std::size_t>(hi - lo), a, out, why);
+}
+
+namespace {
+
+// A non-contiguous type on a device buffer: the region its elements touch is captured,
+// and wrapped so that its copies pack and unpack (typed_device.h).
+int make_typed_device_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs, MessageBuffer *out,
+                             std::string *why) {
+    const AccelCaps &caps = accel_caps(attrs.kind);
+    if (!caps.packs_types) {
+        *why = format(
+            "buf: not supported on device buffers: the datatype does not describe one contiguous run of "
+            "bytes, and %s buffers cannot be packed on the device; pack the data first",
+            buf_kind_word(attrs.kind));
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    }
+    int error = MPI_SUCCESS;
+    std::shared_ptr<const FlatType> flat = flat_type(type, &error, why);
+    if (!flat) return error;
+    std::int64_t lo = 0, hi = 0;
+    type_footprint(*flat, count, &lo, &hi);
     std::unique_ptr<DeviceBuffer> region;
-    int rc = accel_for(attrs.kind)->capture(addr, static_cast<std::size_t>(hi - lo), a, &region, why);
+    int rc = capture_footprint(buf, lo, hi, attrs, &region, why);
     if (rc != MPI_SUCCESS) return rc;
     if (!region) {
         // Pinned or registered host memory tagged as device memory: host data.

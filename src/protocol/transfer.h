@@ -577,6 +577,13 @@ struct StashedEnvelope {
     bool is_envelope() const { return looks_like_envelope(&envelope, sizeof envelope); }
 };
 
+// Captures the bytes [lo, hi) relative to the buffer argument `buf` (a device pointer,
+// or a cl_mem whose offsets count from MPIX_ACC_OFFSET) as one region of attrs' kind:
+// a datatype's footprint. *out stays null for page-locked host memory tagged as device
+// memory. Returns an MPI error class with *why on failure.
+int capture_footprint(void *buf, std::int64_t lo, std::int64_t hi, const BufferAttrs &attrs,
+                      std::unique_ptr<DeviceBuffer> *out, std::string *why);
+
 // Builds the MessageBuffer for a call's (buf, count, type) with the classified attrs:
 // host, or a device buffer captured now. Returns an MPI error class with *why on failure.
 int make_message_buffer(void *buf, int count, MPI_Datatype type, const BufferAttrs &attrs, MessageBuffer *out,
