@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "bench_summary.h"
 #include "coll_parts.h"
 
 const Result *find_result(const Bench *b, int op, const Kind *k, ConfigId cfg, size_t size) {
@@ -12,18 +13,6 @@ const Result *find_result(const Bench *b, int op, const Kind *k, ConfigId cfg, s
         if (r->op == op && r->unit->kind == k && r->unit->cfg == cfg && r->size == size) return r;
     }
     return NULL;
-}
-
-/* A line of the summary, on stdout and in the CSV as "# summary: ...". */
-static void summary_line(Bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void summary_line(Bench *b, const char *fmt, ...) {
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    printf("%s\n", line);
-    fprintf(b->csv, "# summary: %s\n", line);
 }
 
 static const char *num(double v, char *buf, size_t len) {
@@ -40,9 +29,10 @@ static const char *num(double v, char *buf, size_t len) {
 void print_summary(Bench *b) {
     long met = 0, missed = 0, refused = 0;
     char v[6][32];
-    summary_line(b, "MPI-ACC over staging by hand (x = staged time / mpiacc time, > 1: MPI-ACC faster) and NCCL");
-    summary_line(b, "%-7s %-15s %5s %8s %9s %8s %9s %9s %9s  %s", "kind", "op", "ranks", "x_min", "at", "x_1M+", "at",
-                 "nccl_bus", "nccl_lat", "goal");
+    bench_summary_line(b->csv,
+                       "MPI-ACC over staging by hand (x = staged time / mpiacc time, > 1: MPI-ACC faster) and NCCL");
+    bench_summary_line(b->csv, "%-7s %-15s %5s %8s %9s %8s %9s %9s %9s  %s", "kind", "op", "ranks", "x_min", "at",
+                       "x_1M+", "at", "nccl_bus", "nccl_lat", "goal");
     for (int ki = 0; ki < b->nkinds; ki++) {
         const Kind *k = &b->kinds[ki];
         if (!k->api) continue;
@@ -90,12 +80,12 @@ void print_summary(Bench *b) {
             char at_s[24] = "-", atbig_s[24] = "-";
             if (xmin >= 0) snprintf(at_s, sizeof at_s, "%zu", at);
             if (xbig >= 0) snprintf(atbig_s, sizeof atbig_s, "%zu", atbig);
-            summary_line(b, "%-7s %-15s %5d %8s %9s %8s %9s %9s %9s  %s", k->name, op_names[op], b->nranks,
-                         num(xmin, v[0], sizeof v[0]), at_s, num(xbig, v[1], sizeof v[1]), atbig_s,
-                         num(bus, v[2], sizeof v[2]), num(lat, v[3], sizeof v[3]), goal);
+            bench_summary_line(b->csv, "%-7s %-15s %5d %8s %9s %8s %9s %9s %9s  %s", k->name, op_names[op], b->nranks,
+                               num(xmin, v[0], sizeof v[0]), at_s, num(xbig, v[1], sizeof v[1]), atbig_s,
+                               num(bus, v[2], sizeof v[2]), num(lat, v[3], sizeof v[3]), goal);
         }
     }
-    summary_line(b, "goals: %ld met, %ld missed, %ld refused (kind and collective)", met, missed, refused);
+    bench_summary_line(b->csv, "goals: %ld met, %ld missed, %ld refused (kind and collective)", met, missed, refused);
     printf("# verify: %ld mismatched floats, %ld failed checks; %ld refused rows\n", b->mismatches, b->failed_checks,
            b->refused_rows);
     fprintf(b->csv, "# verify: %ld mismatched floats, %ld failed checks; %ld refused rows\n", b->mismatches,

@@ -62,6 +62,7 @@
 #include <strings.h>
 
 #include "bench_common.h"
+#include "bench_summary.h"
 #include "datatype_parts.h"
 #include "results_csv.h"
 
@@ -264,17 +265,6 @@ void add_result(Bench *b, const char *cas, long n, long bytes, const char *base,
 
 /* ------------------------------------------------------------------ summary */
 
-/* A line of the summary, on stdout and in the CSV as "# summary: ...". */
-static void summary_line(Bench *b, const char *fmt, ...) {
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    printf("%s\n", line);
-    fprintf(b->csv, "# summary: %s\n", line);
-}
-
 static const Result *find_result(const Bench *b, const char *cas, long n, const char *base, const char *op) {
     for (int i = 0; i < b->nresults; i++) {
         const Result *r = &b->results[i];
@@ -317,9 +307,10 @@ void print_summary(Bench *b) {
     long met = 0, missed = 0;
     char v[6][32];
     if (have_rows(b, 0)) {
-        summary_line(b, "MPI-ACC over its anchors (GB/s; x = MPI-ACC's bandwidth over the anchor's, > 1: faster)");
-        summary_line(b, "%-10s %6s %11s %-7s %9s %9s %8s %-17s %7s %8s %8s  %s", "case", "n", "bytes", "op", "mpiacc",
-                     "memcpy", "x_memcpy", "best_hand", "x_hand", "cpu", "x_cpu", "goal");
+        bench_summary_line(b->csv,
+                           "MPI-ACC over its anchors (GB/s; x = MPI-ACC's bandwidth over the anchor's, > 1: faster)");
+        bench_summary_line(b->csv, "%-10s %6s %11s %-7s %9s %9s %8s %-17s %7s %8s %8s  %s", "case", "n", "bytes", "op",
+                           "mpiacc", "memcpy", "x_memcpy", "best_hand", "x_hand", "cpu", "x_cpu", "goal");
     }
     for (int i = 0; i < b->nresults; i++) {
         const Result *r = &b->results[i];
@@ -353,14 +344,15 @@ void print_summary(Bench *b) {
             ok ? met++ : missed++;
             snprintf(goal, sizeof goal, "%s (x_%s >= %.2f)", ok ? "ok" : "MISSED", what, bar);
         }
-        summary_line(b, "%-10s %6ld %11ld %-7s %9s %9s %8s %-17s %7s %8s %8s  %s", r->cas, r->n, r->bytes, r->op,
-                     r->sec < 0 ? "unsupp." : num(mine, v[0]), num(gbs(copy), v[1]), num(x_copy, v[2]),
-                     hand ? hand->config : "-", num(x_hand, v[3]), num(gbs(cpu), v[4]), num(x_cpu, v[5]), goal);
+        bench_summary_line(b->csv, "%-10s %6ld %11ld %-7s %9s %9s %8s %-17s %7s %8s %8s  %s", r->cas, r->n, r->bytes,
+                           r->op, r->sec < 0 ? "unsupp." : num(mine, v[0]), num(gbs(copy), v[1]), num(x_copy, v[2]),
+                           hand ? hand->config : "-", num(x_hand, v[3]), num(gbs(cpu), v[4]), num(x_cpu, v[5]), goal);
     }
     if (have_rows(b, 1)) {
-        summary_line(b, "Faces, D->D (us per exchange; x = the anchor's time over MPI-ACC's, > 1: MPI-ACC faster)");
-        summary_line(b, "%-10s %6s %11s %-20s %10s %-20s %10s %7s  %s", "face", "n", "bytes", "config", "us", "anchor",
-                     "us", "x", "goal");
+        bench_summary_line(b->csv,
+                           "Faces, D->D (us per exchange; x = the anchor's time over MPI-ACC's, > 1: MPI-ACC faster)");
+        bench_summary_line(b->csv, "%-10s %6s %11s %-20s %10s %-20s %10s %7s  %s", "face", "n", "bytes", "config", "us",
+                           "anchor", "us", "x", "goal");
     }
     for (int i = 0; i < b->nresults; i++) {
         const Result *r = &b->results[i];
@@ -376,11 +368,11 @@ void print_summary(Bench *b) {
             x >= 1 ? met++ : missed++;
             snprintf(goal, sizeof goal, "%s (x >= 1)", x >= 1 ? "ok" : "MISSED");
         }
-        summary_line(b, "%-10s %6ld %11ld %-20s %10s %-20s %10s %7s  %s", r->cas, r->n, r->bytes, r->config,
-                     r->sec < 0 ? "unsupp." : num(r->sec * 1e6, v[0]), anchor ? anchor->config : "-",
-                     num(anchor && anchor->sec > 0 ? anchor->sec * 1e6 : -1, v[1]), num(x, v[2]), goal);
+        bench_summary_line(b->csv, "%-10s %6ld %11ld %-20s %10s %-20s %10s %7s  %s", r->cas, r->n, r->bytes, r->config,
+                           r->sec < 0 ? "unsupp." : num(r->sec * 1e6, v[0]), anchor ? anchor->config : "-",
+                           num(anchor && anchor->sec > 0 ? anchor->sec * 1e6 : -1, v[1]), num(x, v[2]), goal);
     }
-    summary_line(b, "goals: %ld met, %ld missed; %ld unsupported rows", met, missed, b->unsupported);
+    bench_summary_line(b->csv, "goals: %ld met, %ld missed; %ld unsupported rows", met, missed, b->unsupported);
 }
 
 /* ------------------------------------------------------------------ main */
