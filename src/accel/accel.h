@@ -323,6 +323,14 @@ public:
     virtual bool register_host(void * /*p*/, std::size_t /*bytes*/) { return false; }
     virtual void unregister_host(void * /*p*/) {}
     // Release every cached object (MPI_Finalize).
+    // Device memory of MPI-ACC's own on device `ordinal`, for a collective's scratch:
+    // at least `bytes` bytes, or null with *why. Given back with free_device_memory
+    // before shutdown().
+    virtual void *allocate_device_memory(int /*ordinal*/, std::size_t /*bytes*/, std::string *why) {
+        *why = "this buffer kind has no device memory of MPI-ACC's own";
+        return nullptr;
+    }
+    virtual void free_device_memory(int /*ordinal*/, void * /*p*/, std::size_t /*bytes*/) {}
     virtual void shutdown() {}
     // Counters for tests and mpiacc_info: name=value lines.
     virtual std::string counters() const { return ""; }

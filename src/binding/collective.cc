@@ -17,6 +17,7 @@
 #include "accel/reduce_op.h"
 #include "binding/binding.h"
 #include "coll/describe.h"
+#include "coll/device_algorithms.h"
 #include "coll/issue_order.h"
 #include "coll/staged.h"
 

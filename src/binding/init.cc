@@ -1,6 +1,7 @@
 // MPI_Init*/MPI_Finalize: MPICH first, then MPI-ACC's context (keyvals, the private
 // communicators, the netmod) and its protocol; MPI_Finalize undoes them in turn.
 #include "binding/binding.h"
+#include "coll/device_algorithms.h"
 #include "coll/issue_order.h"
 #include "protocol/state.h"
 
@@ -47,6 +48,7 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
 
 int MPI_Finalize(void) {
     if (context().initialized) wait_for_queued_collectives(MPI_COMM_NULL);
+    release_device_scratch();
     protocol_finalize();
     finalize_context();
     return PMPI_Finalize();

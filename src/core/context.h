@@ -83,6 +83,9 @@ public:
     std::uint64_t pid_namespace = 0;      // local_pid_namespace(), read at init
     int pid = 0;                          // getpid(), read at init: envelopes carry it
     std::vector<std::uint64_t> node_ids;  // by world rank: who shares this node
+    // Some rank of MPI_COMM_WORLD can hold CUDA memory: then every rank begins a large
+    // collective with the agreement on its path (coll/device_algorithms.h).
+    bool device_collectives = false;
     // MPIACC_CUDA_AUTODETECT on and a kind that detects its pointers usable (AccelCaps).
     bool autodetect_active = false;
     Accel *detecting_accel = nullptr;  // that kind's component, set with autodetect_active

@@ -115,9 +115,29 @@ static void cuda_stream_case(const void *p) {
     free(got);
 }
 
+#ifdef CUDA_COLL_ALGORITHMS
+long long mpiacc_counter_value(const char *name);
+
+/* The cases above went through MPI-ACC's device algorithms, not only through staging. */
+static void device_algorithms_ran_case(const void *p) {
+    (void)p;
+    static const char *const counters[] = {"coll.device_allreduce", "coll.device_bcast", "coll.device_allgather",
+                                           "coll.device_reduce_scatter"};
+    for (int i = 0; i < 4; ++i)
+        MT_CHECK(mpiacc_counter_value(counters[i]) > 0, "%s is %lld: the device algorithm never ran", counters[i],
+                 mpiacc_counter_value(counters[i]));
+    MT_CHECK(mpiacc_counter_value("coll.device_failed") == 0, "coll.device_failed is %lld",
+             mpiacc_counter_value("coll.device_failed"));
+}
+#endif
+
 static void cuda_coll_extra(int kind) {
     coll_case("allreduce_and_ibcast_tagged_with_the_users_stream_see_its_pending_copies",
               kind == CK_CUDA ? NULL : "needs CUDA buffers", cuda_stream_case, NULL);
+#ifdef CUDA_COLL_ALGORITHMS
+    coll_case("the_device_algorithms_ran", kind == CK_CUDA ? NULL : "needs CUDA buffers", device_algorithms_ran_case,
+              NULL);
+#endif
 }
 #define COLL_EXTRA_CASES cuda_coll_extra
 

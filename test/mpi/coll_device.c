@@ -39,6 +39,9 @@ static const coll_op_arg coll_ops[] = {
 #define COLL_NOPS (sizeof coll_ops / sizeof coll_ops[0])
 
 int main(int argc, char **argv) {
+#ifdef COLL_BEFORE_INIT
+    COLL_BEFORE_INIT(); /* test/gpu/cuda_coll_algorithms.c: a knob set before MPI_Init */
+#endif
     MT_INIT(&argc, &argv);
     MPI_Comm_set_errhandler(W, MPI_ERRORS_RETURN);
     const int kind = coll_kind_from(argc, argv);

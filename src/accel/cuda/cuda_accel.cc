@@ -166,6 +166,30 @@ bool CudaAccel::owns_pointer(const void *addr, int *device_ordinal) {
     return true;
 }
 
+void *CudaAccel::allocate_device_memory(int ordinal, std::size_t bytes, std::string *why) {
+    if (!state_->available()) {
+        *why = "no CUDA device";
+        return nullptr;
+    }
+    cuda::DeviceGuard guard(ordinal, state_->driver.get());
+    void *p = nullptr;
+    cudaError_t e = guard.error();
+    if (e == cudaSuccess) e = quiet(cudaMalloc(&p, bytes));
+    if (e != cudaSuccess) {
+        *why = format("cudaMalloc of %zu bytes on device %d: %s", bytes, ordinal, cudaGetErrorString(e));
+        return nullptr;
+    }
+    return p;
+}
+
+void CudaAccel::free_device_memory(int ordinal, void *p, std::size_t bytes) {
+    if (!p) return;
+    cuda::DeviceGuard guard(ordinal, state_->driver.get());
+    // cudaFree waits for the device: no copy or kernel still uses the memory.
+    quiet(cudaFree(p));
+    state_->cache.forget(p, bytes);
+}
+
 KnownHostGranules CudaAccel::known_host_memory() const { return state_->cache.known_host(); }
 
 int CudaAccel::ipc_import(const IpcExport &peer, std::size_t bytes, int device, std::unique_ptr<DeviceBuffer> *out,

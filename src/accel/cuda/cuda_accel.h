@@ -49,6 +49,8 @@ public:
     bool device_in_use() override;
     bool register_host(void *p, std::size_t bytes) override;
     void unregister_host(void *p) override;
+    void *allocate_device_memory(int ordinal, std::size_t bytes, std::string *why) override;
+    void free_device_memory(int ordinal, void *p, std::size_t bytes) override;
     void shutdown() override;
     std::string counters() const override;
 

@@ -1,0 +1,458 @@
+#include "coll/device_algorithms.h"
+
+#include <algorithm>
+#include <climits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "accel/accel.h"
+#include "accel/reduce_op.h"
+#include "coll/issue_order.h"
+#include "core/buffer_desc.h"
+#include "core/context.h"
+#include "util/counters.h"
+#include "util/error.h"
+
+namespace mpiacc {
+namespace {
+
+// Below this, staging through host memory and MPICH's collective is faster: the
+// crossover measured by bench/coll (docs/performance.md, "Device collectives").
+constexpr std::size_t kDeviceCollectiveMin = 256u << 10;
+
+// The private duplicate's tags, one per step, so that a step never matches another's.
+enum : int { kTagReduceScatter = 1, kTagAllgather = 2, kTagBcast = 3 };
+
+// ---------------------------------------------------------------- private duplicates
+
+int free_private_comm(MPI_Comm, int, void *value, void *) {
+    auto *dup = static_cast<MPI_Comm *>(value);
+    PMPI_Comm_free(dup);
+    delete dup;
+    return MPI_SUCCESS;
+}
+
+int private_keyval() {
+    static int keyval = MPI_KEYVAL_INVALID;
+    static std::once_flag once;
+    std::call_once(once, [] { PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_private_comm, &keyval, nullptr); });
+    return keyval;
+}
+
+// The communicator's private duplicate, made on its first large collective (every rank
+// makes it there, in the same call) and freed with it by the attribute's delete callback.
+// Errors on it are returned, not fatal: they are reported on the user's communicator.
+int private_comm(MPI_Comm comm, MPI_Comm *out) {
+    const int keyval = private_keyval();
+    if (keyval == MPI_KEYVAL_INVALID) return MPI_ERR_INTERN;
+    MPI_Comm *dup = nullptr;
+    int flag = 0;
+    PMPI_Comm_get_attr(comm, keyval, &dup, &flag);
+    if (flag) {
+        *out = *dup;
+        return MPI_SUCCESS;
+    }
+    auto made = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
+    MPI_Request r;
+    int rc = PMPI_Comm_idup(comm, made.get(), &r);
+    if (rc == MPI_SUCCESS) rc = MPI_Wait(&r, MPI_STATUS_IGNORE);  // with MPI-ACC's progress
+    if (rc != MPI_SUCCESS) return rc;
+    PMPI_Comm_set_name(*made, "MPI-ACC collectives");
+    PMPI_Comm_set_errhandler(*made, MPI_ERRORS_RETURN);
+    rc = PMPI_Comm_set_attr(comm, keyval, made.get());
+    if (rc != MPI_SUCCESS) {
+        PMPI_Comm_free(made.get());
+        return rc;
+    }
+    *out = *made.release();
+    return MPI_SUCCESS;
+}
+
+// ---------------------------------------------------------------- device scratch
+
+// Device memory kept between calls: cudaMalloc costs more than a large collective's copies.
+struct ScratchBlock {
+    int device;
+    std::size_t bytes;
+    void *p;
+};
+std::mutex scratch_mutex;
+std::vector<ScratchBlock> scratch_free;
+
+class Scratch {
+public:
+    Scratch() = default;
+    Scratch(const Scratch &) = delete;
+    Scratch &operator=(const Scratch &) = delete;
+    ~Scratch() {
+        if (!block_.p) return;
+        std::lock_guard<std::mutex> lock(scratch_mutex);
+        scratch_free.push_back(block_);
+    }
+    // At least `bytes` on `device`; null with *why.
+    char *take(int device, std::size_t bytes, std::string *why) {
+        {
+            std::lock_guard<std::mutex> lock(scratch_mutex);
+            auto fits = std::find_if(scratch_free.begin(), scratch_free.end(),
+                                     [&](const ScratchBlock &b) { return b.device == device && b.bytes >= bytes; });
+            if (fits != scratch_free.end()) {
+                block_ = *fits;
+                scratch_free.erase(fits);
+                return static_cast<char *>(block_.p);
+            }
+        }
+        // Rounded up, so that a slightly larger call next time finds it big enough.
+        std::size_t rounded = std::max<std::size_t>(bytes, 1u << 20);
+        rounded = (rounded + (1u << 20) - 1) & ~((std::size_t{1} << 20) - 1);
+        void *p = accel_for(BufKind::CUDA)->allocate_device_memory(device, rounded, why);
+        if (!p) return nullptr;
+        MPIACC_COUNT("coll.device_scratch_alloc");
+        block_ = {device, rounded, p};
+        return static_cast<char *>(p);
+    }
+
+private:
+    ScratchBlock block_{-1, 0, nullptr};
+};
+
+// ---------------------------------------------------------------- the agreement
+
+// What one rank's arguments allow: its buffers are CUDA memory (by attribute or
+// autodetection) and the type is a predefined one, or a tagged duplicate of one, laid
+// out densely.
+bool cuda_buffer(const void *buf, MPI_Datatype type, int *device) {
+    if (buf == nullptr || buf == MPI_IN_PLACE) return false;
+    BufferAttrs attrs;
+    std::string why;
+    if (classify_buffer(buf, type, &attrs, &why) != MPI_SUCCESS || attrs.kind != BufKind::CUDA) return false;
+    return accel_for(BufKind::CUDA)->owns_pointer(buf, device);
+}
+
+bool dense_predefined(MPI_Datatype type, std::size_t *size) {
+    MPI_Datatype base = undup_type(type);
+    int n = 0, na = 0, nt = 0, combiner = 0;
+    if (PMPI_Type_get_envelope(base, &n, &na, &nt, &combiner) != MPI_SUCCESS || combiner != MPI_COMBINER_NAMED)
+        return false;
+    int bytes = 0;
+    MPI_Aint lb = 0, extent = 0;
+    PMPI_Type_size(base, &bytes);
+    PMPI_Type_get_extent(base, &lb, &extent);
+    *size = static_cast<std::size_t>(bytes);
+    return bytes > 0 && lb == 0 && extent == bytes;
+}
+
+// A failure, reported on the user's communicator with the call's name.
+int report(MPI_Comm comm, const char *call, int rc, const std::string &why) {
+    if (rc == MPI_SUCCESS) return rc;
+    MPIACC_COUNT("coll.device_failed");
+    return raise_error(comm, rc, call, why.empty() ? "MPI-ACC's device algorithm failed" : why);
+}
+
+// Bytes of `count` elements of `type`: the same at every rank (type signatures match),
+// unlike the type's layout, so the filter before the agreement reads nothing else.
+std::size_t signature_bytes(MPI_Count count, MPI_Datatype type) {
+    int size = 0;
+    if (count <= 0 || PMPI_Type_size(type, &size) != MPI_SUCCESS || size <= 0) return 0;
+    return static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
+}
+
+// The large-call filter every rank applies alike (the same count, type signature and
+// communicator everywhere), then the agreement on the private duplicate. True when the
+// algorithms run, or when the agreement failed: *rc is then its error, reported.
+bool agree(MPI_Comm comm, const char *call, std::size_t bytes, bool mine, MPI_Comm *priv, int *rc) {
+    const Context &ctx = context();
+    if (!ctx.device_collectives || bytes < device_collective_min()) return false;
+    int inter = 0;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return false;
+    // A nonblocking collective still waiting for its inputs goes to MPICH before this
+    // call's own: MPICH matches them in calling order.
+    wait_for_queued_collectives(comm);
+    int all = mine ? 1 : 0;
+    *rc = private_comm(comm, priv);
+    MPI_Request r;
+    if (*rc == MPI_SUCCESS) *rc = PMPI_Iallreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_BAND, *priv, &r);
+    if (*rc == MPI_SUCCESS) *rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
+    if (*rc != MPI_SUCCESS) {
+        *rc = report(comm, call, *rc, "agreeing on the collective's path");
+        return true;
+    }
+    if (!all) MPIACC_COUNT("coll.device_declined");
+    return all != 0;
+}
+
+// ---------------------------------------------------------------- steps
+
+// Posted point-to-point requests of one step, waited for together; the first error is
+// kept (every request is still waited for, so nothing is left in flight).
+class Step {
+public:
+    explicit Step(MPI_Comm comm) : comm_(comm) {}
+    void send(const char *buf, MPI_Count n, MPI_Datatype t, int peer, int tag) {
+        if (n == 0) return;
+        reqs_.push_back(MPI_REQUEST_NULL);
+        note(MPI_Isend(buf, static_cast<int>(n), t, peer, tag, comm_, &reqs_.back()));
+    }
+    void recv(char *buf, MPI_Count n, MPI_Datatype t, int peer, int tag) {
+        if (n == 0) return;
+        reqs_.push_back(MPI_REQUEST_NULL);
+        note(MPI_Irecv(buf, static_cast<int>(n), t, peer, tag, comm_, &reqs_.back()));
+    }
+    int wait() {
+        if (!reqs_.empty()) note(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE));
+        reqs_.clear();
+        return rc_;
+    }
+
+private:
+    void note(int rc) {
+        if (rc_ == MPI_SUCCESS) rc_ = rc;
+    }
+    MPI_Comm comm_;
+    std::vector<MPI_Request> reqs_;
+    int rc_ = MPI_SUCCESS;
+};
+
+// `count` elements in `parts` blocks, the first count % parts of them one longer.
+struct Blocks {
+    Blocks(MPI_Count count, int parts) : first(parts + 1) {
+        for (int i = 0; i < parts; ++i) first[i + 1] = first[i] + count / parts + (i < count % parts ? 1 : 0);
+    }
+    MPI_Count at(int i) const { return first[i]; }
+    MPI_Count size(int i) const { return first[i + 1] - first[i]; }
+    std::vector<MPI_Count> first;
+};
+
+// dst[0, bytes) = src[0, bytes), both CUDA memory, ordered after the streams their
+// types' attributes name.
+int copy_on_device(void *dst, MPI_Datatype dst_type, const void *src, MPI_Datatype src_type, std::size_t bytes,
+                   std::string *why) {
+    if (bytes == 0 || dst == src) return MPI_SUCCESS;
+    BufferAttrs from_attrs, to_attrs;
+    int rc = classify_buffer(src, src_type, &from_attrs, why, "sendbuf");
+    if (rc == MPI_SUCCESS) rc = classify_buffer(dst, dst_type, &to_attrs, why, "recvbuf");
+    if (rc != MPI_SUCCESS) return rc;
+    from_attrs.within_call = to_attrs.within_call = true;
+    Accel *cuda = accel_for(BufKind::CUDA);
+    std::unique_ptr<DeviceBuffer> from, to;
+    rc = cuda->capture(const_cast<void *>(src), bytes, from_attrs, &from, why);
+    if (rc == MPI_SUCCESS) rc = cuda->capture(dst, bytes, to_attrs, &to, why);
+    std::unique_ptr<Completion> done;
+    if (rc == MPI_SUCCESS) rc = from->copy_to_device(0, *to, 0, bytes, &done, why);
+    if (rc != MPI_SUCCESS || !done) return rc;
+    done->wait_bounded();
+    while (!done->test()) {
+    }
+    if (done->error() != MPI_SUCCESS) {
+        *why = "device copy failed: " + done->what();
+        return done->error();
+    }
+    return MPI_SUCCESS;
+}
+
+// Reduces each of `n` slots of `stride` bytes at `slots` into `acc` (acc = slot op acc),
+// `count` elements each, on the device.
+int reduce_slots(const char *slots, int n, std::size_t stride, char *acc, MPI_Count count, MPI_Datatype type,
+                 MPI_Op op) {
+    for (int i = 0; i < n; ++i) {
+        int rc = MPI_Reduce_local(slots + i * stride, acc, static_cast<int>(count), type, op);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+}
+
+bool fits_int(MPI_Count n) { return n >= 0 && n <= INT_MAX; }
+
+// Reduce-scatter of `in` (count elements, `blocks` of them) so that `out` holds block r
+// reduced over every rank. `first_in_out`: the first peer's block lands in `out` itself
+// and `in`'s own block is reduced into it (out does not alias in); otherwise `out`
+// already holds this rank's own block.
+int reduce_scatter(const char *in, char *out, const Blocks &blocks, std::size_t size, MPI_Datatype type, MPI_Op op,
+                   MPI_Comm priv, int me, int p, bool first_in_out, int device, std::string *why) {
+    const MPI_Count mine = blocks.size(me);
+    const int slots = p - 1 - (first_in_out ? 1 : 0);
+    const std::size_t stride = static_cast<std::size_t>(mine) * size;
+    Scratch scratch;
+    char *s = nullptr;
+    if (slots > 0 && stride > 0) {
+        s = scratch.take(device, stride * slots, why);
+        if (!s) return MPI_ERR_NO_MEM;
+    }
+    Step step(priv);
+    int slot = 0;
+    for (int d = 1; d < p; ++d) {
+        // Peers in turn from this rank's right, so that no peer is everyone's first.
+        const int peer = (me + d) % p;
+        char *into = (first_in_out && d == 1) ? out : s + (slot++) * stride;
+        step.recv(into, mine, type, peer, kTagReduceScatter);
+        step.send(in + blocks.at(peer) * size, blocks.size(peer), type, peer, kTagReduceScatter);
+    }
+    int rc = step.wait();
+    if (rc != MPI_SUCCESS || mine == 0) return rc;
+    if (first_in_out) rc = MPI_Reduce_local(in + blocks.at(me) * size, out, static_cast<int>(mine), type, op);
+    if (rc == MPI_SUCCESS) rc = reduce_slots(s, slots, stride, out, mine, type, op);
+    return rc;
+}
+
+}  // namespace
+
+std::size_t device_collective_min() {
+    const std::size_t knob = context().knobs.test_coll_device_min;
+    return knob ? knob : kDeviceCollectiveMin;
+}
+
+bool device_allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                      const char *call, int *rc) {
+    int p = 0, me = 0;
+    PMPI_Comm_size(comm, &p);
+    PMPI_Comm_rank(comm, &me);
+    if (p < 2) return false;
+    const bool in_place = sendbuf == MPI_IN_PLACE;
+    std::size_t size = 0;
+    int device = -1, send_device = -1;
+    ReduceSpec spec;
+    std::string why;
+    const bool mine = fits_int(count) && dense_predefined(type, &size) && cuda_buffer(recvbuf, type, &device) &&
+                      (in_place || cuda_buffer(sendbuf, type, &send_device)) &&
+                      classify_reduction(op, type, &spec, &why) == MPI_SUCCESS;
+    MPI_Comm priv = MPI_COMM_NULL;
+    *rc = MPI_SUCCESS;
+    if (!agree(comm, call, signature_bytes(count, type), mine, &priv, rc)) return false;
+    if (*rc != MPI_SUCCESS) return true;  // reported
+    MPIACC_COUNT("coll.device_allreduce");
+    const Blocks blocks(count, p);
+    const char *in = static_cast<const char *>(in_place ? recvbuf : sendbuf);
+    char *out = static_cast<char *>(recvbuf);
+    char *own = out + blocks.at(me) * size;
+    *rc = reduce_scatter(in, own, blocks, size, type, op, priv, me, p, !in_place, device, &why);
+    if (*rc == MPI_SUCCESS) {
+        Step step(priv);
+        for (int d = 1; d < p; ++d) {
+            const int peer = (me + d) % p;
+            step.recv(out + blocks.at(peer) * size, blocks.size(peer), type, peer, kTagAllgather);
+            step.send(own, blocks.size(me), type, peer, kTagAllgather);
+        }
+        *rc = step.wait();
+    }
+    *rc = report(comm, call, *rc, why);
+    return true;
+}
+
+bool device_reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count recvcount, MPI_Datatype type, MPI_Op op,
+                                 MPI_Comm comm, const char *call, int *rc) {
+    int p = 0, me = 0;
+    PMPI_Comm_size(comm, &p);
+    PMPI_Comm_rank(comm, &me);
+    if (p < 2) return false;
+    std::size_t size = 0;
+    int device = -1, send_device = -1;
+    ReduceSpec spec;
+    std::string why;
+    // In place, the result would have to move from block r to block 0: that stages.
+    const bool mine = fits_int(recvcount) && fits_int(recvcount * p) && dense_predefined(type, &size) &&
+                      sendbuf != MPI_IN_PLACE && cuda_buffer(recvbuf, type, &device) &&
+                      cuda_buffer(sendbuf, type, &send_device) &&
+                      classify_reduction(op, type, &spec, &why) == MPI_SUCCESS;
+    MPI_Comm priv = MPI_COMM_NULL;
+    *rc = MPI_SUCCESS;
+    if (!agree(comm, call, signature_bytes(recvcount * p, type), mine, &priv, rc)) return false;
+    if (*rc != MPI_SUCCESS) return true;  // reported
+    MPIACC_COUNT("coll.device_reduce_scatter");
+    const Blocks blocks(recvcount * p, p);
+    *rc = reduce_scatter(static_cast<const char *>(sendbuf), static_cast<char *>(recvbuf), blocks, size, type, op, priv,
+                         me, p, true, device, &why);
+    *rc = report(comm, call, *rc, why);
+    return true;
+}
+
+bool device_bcast(void *buffer, MPI_Count count, MPI_Datatype type, int root, MPI_Comm comm, const char *call,
+                  int *rc) {
+    int p = 0, me = 0;
+    PMPI_Comm_size(comm, &p);
+    PMPI_Comm_rank(comm, &me);
+    if (p < 2 || root < 0 || root >= p) return false;  // a bad root is MPICH's to report
+    std::size_t size = 0;
+    int device = -1;
+    const bool mine = fits_int(count) && dense_predefined(type, &size) && cuda_buffer(buffer, type, &device);
+    MPI_Comm priv = MPI_COMM_NULL;
+    *rc = MPI_SUCCESS;
+    if (!agree(comm, call, signature_bytes(count, type), mine, &priv, rc)) return false;
+    if (*rc != MPI_SUCCESS) return true;  // reported
+    MPIACC_COUNT("coll.device_bcast");
+    // A binomial tree over the ranks relative to the root: each rank receives once from
+    // its parent, then sends to its children, the farthest first.
+    char *buf = static_cast<char *>(buffer);
+    const int rel = (me - root + p) % p;
+    int mask = 1;
+    while (mask < p) {
+        if (rel & mask) {
+            Step step(priv);
+            step.recv(buf, count, type, (rel - mask + root) % p, kTagBcast);
+            *rc = step.wait();
+            break;
+        }
+        mask <<= 1;
+    }
+    Step sends(priv);
+    for (mask >>= 1; mask > 0 && *rc == MPI_SUCCESS; mask >>= 1)
+        if (rel + mask < p) sends.send(buf, count, type, (rel + mask + root) % p, kTagBcast);
+    const int sent = sends.wait();
+    if (*rc == MPI_SUCCESS) *rc = sent;
+    *rc = report(comm, call, *rc, "");
+    return true;
+}
+
+bool device_allgather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                      MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, const char *call, int *rc) {
+    int p = 0, me = 0;
+    PMPI_Comm_size(comm, &p);
+    PMPI_Comm_rank(comm, &me);
+    if (p < 2) return false;
+    const bool in_place = sendbuf == MPI_IN_PLACE;
+    std::size_t size = 0, send_size = 0;
+    int device = -1, send_device = -1;
+    // The send side must be the same bytes as a receive block (same signature).
+    const bool mine =
+        fits_int(recvcount) && dense_predefined(recvtype, &size) && cuda_buffer(recvbuf, recvtype, &device) &&
+        (in_place || (fits_int(sendcount) && cuda_buffer(sendbuf, sendtype, &send_device) &&
+                      dense_predefined(sendtype, &send_size) &&
+                      static_cast<MPI_Count>(send_size) * sendcount == static_cast<MPI_Count>(size) * recvcount));
+    MPI_Comm priv = MPI_COMM_NULL;
+    *rc = MPI_SUCCESS;
+    if (!agree(comm, call, signature_bytes(recvcount, recvtype) * p, mine, &priv, rc)) return false;
+    if (*rc != MPI_SUCCESS) return true;  // reported
+    MPIACC_COUNT("coll.device_allgather");
+    char *out = static_cast<char *>(recvbuf);
+    const std::size_t block = static_cast<std::size_t>(recvcount) * size;
+    char *own = out + me * block;
+    std::string why;
+    Step step(priv);
+    for (int d = 1; d < p; ++d) {
+        const int peer = (me + d) % p;
+        step.recv(out + peer * block, recvcount, recvtype, peer, kTagAllgather);
+        if (in_place)
+            step.send(own, recvcount, recvtype, peer, kTagAllgather);
+        else
+            step.send(static_cast<const char *>(sendbuf), sendcount, sendtype, peer, kTagAllgather);
+    }
+    // This rank's own block, while the peers' come in.
+    int copied = in_place ? MPI_SUCCESS : copy_on_device(own, recvtype, sendbuf, sendtype, block, &why);
+    *rc = step.wait();
+    if (*rc == MPI_SUCCESS) *rc = copied;
+    *rc = report(comm, call, *rc, why);
+    return true;
+}
+
+void release_device_scratch() {
+    std::vector<ScratchBlock> blocks;
+    {
+        std::lock_guard<std::mutex> lock(scratch_mutex);
+        blocks.swap(scratch_free);
+    }
+    Accel *cuda = accel_for(BufKind::CUDA);
+    for (const ScratchBlock &b : blocks)
+        if (cuda) cuda->free_device_memory(b.device, b.p, b.bytes);
+}
+
+}  // namespace mpiacc
