@@ -331,6 +331,9 @@ public:
         return nullptr;
     }
     virtual void free_device_memory(int /*ordinal*/, void * /*p*/, std::size_t /*bytes*/) {}
+    // Where device `ordinal` sits on the PCI bus (domain << 13 | bus << 5 | device), the
+    // same in every process that sees it; -1 where unknown.
+    virtual std::int32_t device_pci_location(int /*ordinal*/) { return -1; }
     virtual void shutdown() {}
     // Counters for tests and mpiacc_info: name=value lines.
     virtual std::string counters() const { return ""; }

@@ -158,10 +158,17 @@ std::size_t signature_bytes(MPI_Count count, MPI_Datatype type) {
     return static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
 }
 
+// How the algorithms run: every rank's buffers on one GPU (taking turns, below), or not.
+struct Shape {
+    bool one_gpu = false;
+};
+
 // The large-call filter every rank applies alike (the same count, type signature and
 // communicator everywhere), then the agreement on the private duplicate. True when the
-// algorithms run, or when the agreement failed: *rc is then its error, reported.
-bool agree(MPI_Comm comm, const char *call, std::size_t bytes, bool mine, MPI_Comm *priv, int *rc) {
+// algorithms run (*shape says how), or when the agreement failed: *rc is then its error,
+// reported.
+bool agree(MPI_Comm comm, const char *call, std::size_t bytes, bool mine, int device, MPI_Comm *priv, Shape *shape,
+           int *rc) {
     const Context &ctx = context();
     if (!ctx.device_collectives || bytes < device_collective_min()) return false;
     int inter = 0;
@@ -169,17 +176,25 @@ bool agree(MPI_Comm comm, const char *call, std::size_t bytes, bool mine, MPI_Co
     // A nonblocking collective still waiting for its inputs goes to MPICH before this
     // call's own: MPICH matches them in calling order.
     wait_for_queued_collectives(comm);
-    int all = mine ? 1 : 0;
+    // Each rank's refusal, node and GPU, as the maxima of the values and of their
+    // negations: equal maxima mean every rank has the same.
+    const std::int64_t node = static_cast<std::int64_t>(ctx.node_id >> 1);
+    const std::int64_t gpu = mine ? accel_for(BufKind::CUDA)->device_pci_location(device) : -1;
+    std::int64_t v[5] = {mine ? 0 : 1, node, -node, gpu, -gpu};
     *rc = private_comm(comm, priv);
     MPI_Request r;
-    if (*rc == MPI_SUCCESS) *rc = PMPI_Iallreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_BAND, *priv, &r);
+    if (*rc == MPI_SUCCESS) *rc = PMPI_Iallreduce(MPI_IN_PLACE, v, 5, MPI_INT64_T, MPI_MAX, *priv, &r);
     if (*rc == MPI_SUCCESS) *rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
     if (*rc != MPI_SUCCESS) {
         *rc = report(comm, call, *rc, "agreeing on the collective's path");
         return true;
     }
-    if (!all) MPIACC_COUNT("coll.device_declined");
-    return all != 0;
+    if (v[0] != 0) {
+        MPIACC_COUNT("coll.device_declined");
+        return false;
+    }
+    shape->one_gpu = v[1] == -v[2] && v[3] == -v[4] && v[3] >= 0;
+    return true;
 }
 
 // ---------------------------------------------------------------- steps
@@ -295,6 +310,61 @@ int reduce_scatter(const char *in, char *out, const Blocks &blocks, std::size_t 
     return rc;
 }
 
+// ---------------------------------------------------------------- ranks on one GPU
+
+// Ranks that share one GPU (without MPS) take turns on it: with copies or kernels of
+// several processes at once the GPU switches between their contexts, and an exchange in
+// which every rank copied took 25 times as long as one rank copying alone
+// (docs/performance.md, "Device collectives"). So one rank, the leader, makes every pull
+// and reduction, and the others pull the result from it one after another.
+constexpr int kLeader = 0;
+
+// The leader's sends, one peer at a time: `what(k, &buf, &count)` names peer k's data.
+// Every peer gets its message even after a failure, so that none waits for ever.
+template <class What>
+int send_in_turn(int leader, int p, MPI_Datatype type, MPI_Comm priv, int tag, What what) {
+    int rc = MPI_SUCCESS;
+    for (int d = 1; d < p; ++d) {
+        const int peer = (leader + d) % p;
+        const char *buf = nullptr;
+        MPI_Count count = 0;
+        what(peer, &buf, &count);
+        Step step(priv);
+        step.send(buf, count, type, peer, tag);
+        const int sent = step.wait();
+        if (rc == MPI_SUCCESS) rc = sent;
+    }
+    return rc;
+}
+
+// A peer's part: its input to the leader, the leader's answer back.
+int peer_turn(const char *in, MPI_Count in_count, char *out, MPI_Count out_count, MPI_Datatype type, MPI_Comm priv) {
+    Step step(priv);
+    step.send(in, in_count, type, kLeader, kTagReduceScatter);
+    step.recv(out, out_count, type, kLeader, kTagAllgather);
+    return step.wait();
+}
+
+// The leader's gather and reduction of every rank's `count` elements into `acc`: its own
+// `in` reduced into the first peer's, which lands in `acc` (or `in` is `acc`: in place),
+// the others' in scratch.
+int leader_reduce(const char *in, char *acc, MPI_Count count, std::size_t size, MPI_Datatype type, MPI_Op op,
+                  MPI_Comm priv, int p, int device, std::string *why) {
+    const bool in_place = in == acc;
+    const std::size_t bytes = static_cast<std::size_t>(count) * size;
+    const int slots = p - 1 - (in_place ? 0 : 1);
+    Scratch scratch;
+    char *s = nullptr;
+    if (slots > 0 && bytes > 0 && !(s = scratch.take(device, bytes * slots, why))) return MPI_ERR_NO_MEM;
+    Step step(priv);
+    for (int k = 1, slot = 0; k < p; ++k)
+        step.recv(!in_place && k == 1 ? acc : s + (slot++) * bytes, count, type, k, kTagReduceScatter);
+    int rc = step.wait();
+    if (rc == MPI_SUCCESS && !in_place && count > 0) rc = MPI_Reduce_local(in, acc, static_cast<int>(count), type, op);
+    if (rc == MPI_SUCCESS) rc = reduce_slots(s, slots, bytes, acc, count, type, op);
+    return rc;
+}
+
 }  // namespace
 
 std::size_t device_collective_min() {
@@ -318,15 +388,30 @@ bool device_allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_D
                       classify_reduction(op, type, &spec, &why) == MPI_SUCCESS;
     MPI_Comm priv = MPI_COMM_NULL;
     *rc = MPI_SUCCESS;
-    if (!agree(comm, call, signature_bytes(count, type), mine, &priv, rc)) return false;
+    Shape shape;
+    if (!agree(comm, call, signature_bytes(count, type), mine, device, &priv, &shape, rc)) return false;
     if (*rc != MPI_SUCCESS) return true;  // reported
     MPIACC_COUNT("coll.device_allreduce");
     const Blocks blocks(count, p);
     const char *in = static_cast<const char *>(in_place ? recvbuf : sendbuf);
     char *out = static_cast<char *>(recvbuf);
     char *own = out + blocks.at(me) * size;
-    *rc = reduce_scatter(in, own, blocks, size, type, op, priv, me, p, !in_place, device, &why);
-    if (*rc == MPI_SUCCESS) {
+    if (shape.one_gpu) {
+        if (me == kLeader) {
+            *rc = leader_reduce(in, out, count, size, type, op, priv, p, device, &why);
+            const int sent =
+                send_in_turn(kLeader, p, type, priv, kTagAllgather, [&](int, const char **b, MPI_Count *n) {
+                    *b = out;
+                    *n = count;
+                });
+            if (*rc == MPI_SUCCESS) *rc = sent;
+        } else {
+            *rc = peer_turn(in, count, out, count, type, priv);
+        }
+    } else {
+        *rc = reduce_scatter(in, own, blocks, size, type, op, priv, me, p, !in_place, device, &why);
+    }
+    if (*rc == MPI_SUCCESS && !shape.one_gpu) {
         Step step(priv);
         for (int d = 1; d < p; ++d) {
             const int peer = (me + d) % p;
@@ -356,12 +441,30 @@ bool device_reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count r
                       classify_reduction(op, type, &spec, &why) == MPI_SUCCESS;
     MPI_Comm priv = MPI_COMM_NULL;
     *rc = MPI_SUCCESS;
-    if (!agree(comm, call, signature_bytes(recvcount * p, type), mine, &priv, rc)) return false;
+    Shape shape;
+    if (!agree(comm, call, signature_bytes(recvcount * p, type), mine, device, &priv, &shape, rc)) return false;
     if (*rc != MPI_SUCCESS) return true;  // reported
     MPIACC_COUNT("coll.device_reduce_scatter");
     const Blocks blocks(recvcount * p, p);
-    *rc = reduce_scatter(static_cast<const char *>(sendbuf), static_cast<char *>(recvbuf), blocks, size, type, op, priv,
-                         me, p, true, device, &why);
+    const char *in = static_cast<const char *>(sendbuf);
+    char *out = static_cast<char *>(recvbuf);
+    if (!shape.one_gpu) {
+        *rc = reduce_scatter(in, out, blocks, size, type, op, priv, me, p, true, device, &why);
+    } else if (me != kLeader) {
+        *rc = peer_turn(in, recvcount * p, out, recvcount, type, priv);
+    } else {
+        // The whole vector reduced in scratch, then each rank's block to it.
+        const std::size_t block = static_cast<std::size_t>(recvcount) * size;
+        Scratch scratch;
+        char *acc = scratch.take(device, block * p, &why);
+        *rc = acc ? leader_reduce(in, acc, recvcount * p, size, type, op, priv, p, device, &why) : MPI_ERR_NO_MEM;
+        if (*rc == MPI_SUCCESS) *rc = copy_on_device(out, type, acc + kLeader * block, type, block, &why);
+        const int sent = send_in_turn(kLeader, p, type, priv, kTagAllgather, [&](int k, const char **b, MPI_Count *n) {
+            *b = acc ? acc + k * block : out;
+            *n = recvcount;  // without scratch, the leader's own buffer: no peer waits for ever
+        });
+        if (*rc == MPI_SUCCESS) *rc = sent;
+    }
     *rc = report(comm, call, *rc, why);
     return true;
 }
@@ -377,12 +480,28 @@ bool device_bcast(void *buffer, MPI_Count count, MPI_Datatype type, int root, MP
     const bool mine = fits_int(count) && dense_predefined(type, &size) && cuda_buffer(buffer, type, &device);
     MPI_Comm priv = MPI_COMM_NULL;
     *rc = MPI_SUCCESS;
-    if (!agree(comm, call, signature_bytes(count, type), mine, &priv, rc)) return false;
+    Shape shape;
+    if (!agree(comm, call, signature_bytes(count, type), mine, device, &priv, &shape, rc)) return false;
     if (*rc != MPI_SUCCESS) return true;  // reported
     MPIACC_COUNT("coll.device_bcast");
+    char *buf = static_cast<char *>(buffer);
+    if (shape.one_gpu) {
+        // The root sends to one rank after another.
+        if (me == root) {
+            *rc = send_in_turn(root, p, type, priv, kTagBcast, [&](int, const char **b, MPI_Count *n) {
+                *b = buf;
+                *n = count;
+            });
+        } else {
+            Step step(priv);
+            step.recv(buf, count, type, root, kTagBcast);
+            *rc = step.wait();
+        }
+        *rc = report(comm, call, *rc, "");
+        return true;
+    }
     // A binomial tree over the ranks relative to the root: each rank receives once from
     // its parent, then sends to its children, the farthest first.
-    char *buf = static_cast<char *>(buffer);
     const int rel = (me - root + p) % p;
     int mask = 1;
     while (mask < p) {
@@ -414,19 +533,45 @@ bool device_allgather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sen
     int device = -1, send_device = -1;
     // The send side must be the same bytes as a receive block (same signature).
     const bool mine =
-        fits_int(recvcount) && dense_predefined(recvtype, &size) && cuda_buffer(recvbuf, recvtype, &device) &&
+        fits_int(recvcount * p) && dense_predefined(recvtype, &size) && cuda_buffer(recvbuf, recvtype, &device) &&
         (in_place || (fits_int(sendcount) && cuda_buffer(sendbuf, sendtype, &send_device) &&
                       dense_predefined(sendtype, &send_size) &&
                       static_cast<MPI_Count>(send_size) * sendcount == static_cast<MPI_Count>(size) * recvcount));
     MPI_Comm priv = MPI_COMM_NULL;
     *rc = MPI_SUCCESS;
-    if (!agree(comm, call, signature_bytes(recvcount, recvtype) * p, mine, &priv, rc)) return false;
+    Shape shape;
+    if (!agree(comm, call, signature_bytes(recvcount, recvtype) * p, mine, device, &priv, &shape, rc)) return false;
     if (*rc != MPI_SUCCESS) return true;  // reported
     MPIACC_COUNT("coll.device_allgather");
     char *out = static_cast<char *>(recvbuf);
     const std::size_t block = static_cast<std::size_t>(recvcount) * size;
     char *own = out + me * block;
     std::string why;
+    if (shape.one_gpu) {
+        const char *mine_in = in_place ? own : static_cast<const char *>(sendbuf);
+        if (me != kLeader) {
+            // In place, the leader's answer overwrites the block only after it has it.
+            Step step(priv);
+            step.send(mine_in, in_place ? recvcount : sendcount, in_place ? recvtype : sendtype, kLeader,
+                      kTagReduceScatter);
+            step.recv(out, recvcount * p, recvtype, kLeader, kTagAllgather);
+            *rc = step.wait();
+        } else {
+            Step step(priv);
+            for (int k = 1; k < p; ++k) step.recv(out + k * block, recvcount, recvtype, k, kTagReduceScatter);
+            const int copied = in_place ? MPI_SUCCESS : copy_on_device(own, recvtype, sendbuf, sendtype, block, &why);
+            *rc = step.wait();
+            if (*rc == MPI_SUCCESS) *rc = copied;
+            const int sent =
+                send_in_turn(kLeader, p, recvtype, priv, kTagAllgather, [&](int, const char **b, MPI_Count *n) {
+                    *b = out;
+                    *n = recvcount * p;
+                });
+            if (*rc == MPI_SUCCESS) *rc = sent;
+        }
+        *rc = report(comm, call, *rc, why);
+        return true;
+    }
     Step step(priv);
     for (int d = 1; d < p; ++d) {
         const int peer = (me + d) % p;

@@ -190,6 +190,10 @@ void CudaAccel::free_device_memory(int ordinal, void *p, std::size_t bytes) {
     state_->cache.forget(p, bytes);
 }
 
+std::int32_t CudaAccel::device_pci_location(int ordinal) {
+    return state_->available() ? cuda::pci_location(ordinal) : -1;
+}
+
 KnownHostGranules CudaAccel::known_host_memory() const { return state_->cache.known_host(); }
 
 int CudaAccel::ipc_import(const IpcExport &peer, std::size_t bytes, int device, std::unique_ptr<DeviceBuffer> *out,

@@ -51,6 +51,7 @@ public:
     void unregister_host(void *p) override;
     void *allocate_device_memory(int ordinal, std::size_t bytes, std::string *why) override;
     void free_device_memory(int ordinal, void *p, std::size_t bytes) override;
+    std::int32_t device_pci_location(int ordinal) override;
     void shutdown() override;
     std::string counters() const override;
 
