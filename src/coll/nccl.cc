@@ -129,11 +129,12 @@ const Library &library() {
     return lib;
 }
 
-// "ncclAllReduce: invalid argument (NCCL's detail)", and the MPI class it maps to.
+// "ncclAllReduce: invalid argument (NCCL error 4): NCCL's last error text", and the MPI
+// class it maps to.
 int nccl_error(const char *fn, NcclResult r, NcclHandle h, std::string *why) {
     const NcclApi &a = library().api;
     const char *text = a.get_error_string ? a.get_error_string(r) : nullptr;
-    const char *last = a.get_last_error && h ? a.get_last_error(h) : nullptr;
+    const char *last = a.get_last_error ? a.get_last_error(h) : nullptr;  // its argument is unused: null is fine
     *why = format("%s: %s (NCCL error %d)", fn, text ? text : "failed", r);
     if (last && *last) *why += format(": %s", last);
     return r == kNcclInvalidArgument || r == kNcclInvalidUsage ? MPI_ERR_ARG : MPI_ERR_OTHER;
