@@ -87,14 +87,15 @@ int nccl_allreduce(NcclComm *nc, const void *sendbuf, void *recvbuf, std::size_t
 // buf of `root` to every rank's buf.
 int nccl_bcast(NcclComm *nc, void *buf, std::size_t count, NcclType type, int root, void *stream, std::string *why);
 // root's recvbuf = op over ranks of sendbuf (recvbuf is ignored elsewhere; at the root
-// MPI_IN_PLACE or sendbuf == recvbuf reduces in place).
+// MPI_IN_PLACE or sendbuf == recvbuf reduces in place; MPI_IN_PLACE elsewhere is
+// MPI_ERR_BUFFER, nothing enqueued).
 int nccl_reduce(NcclComm *nc, const void *sendbuf, void *recvbuf, std::size_t count, const NcclReduction &red, int root,
                 void *stream, std::string *why);
 // recvbuf = every rank's `sendcount` elements in rank order (MPI_IN_PLACE: this rank's
 // block is already in place in recvbuf).
 int nccl_allgather(NcclComm *nc, const void *sendbuf, void *recvbuf, std::size_t sendcount, NcclType type, void *stream,
                    std::string *why);
-// recvbuf = block `rank` (recvcount elements) of op over ranks of sendbuf (size ×
+// recvbuf = block `rank` (recvcount elements) of op over ranks of sendbuf (size *
 // recvcount elements). MPI_IN_PLACE: the input is recvbuf, and the result lands at its
 // start, as MPI_Reduce_scatter_block defines.
 int nccl_reduce_scatter_block(NcclComm *nc, const void *sendbuf, void *recvbuf, std::size_t recvcount,
