@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "accel/cuda/cuda_quiet.h"
+#include "coll/issue_order.h"
 #include "core/context.h"
 #include "util/error.h"
 
@@ -283,6 +284,11 @@ std::string refusal_of(const std::vector<RankRecord> &all) {
     return "";
 }
 
+// Waits for MPICH's nonblocking collective `r` (when `rc` says it started) through
+// MPI-ACC's own MPI_Wait: a rank waiting here still serves the transfers that other
+// ranks' earlier calls need of it, which a blocking PMPI collective would stall.
+int wait_for(int rc, MPI_Request *r) { return rc == MPI_SUCCESS ? MPI_Wait(r, MPI_STATUS_IGNORE) : rc; }
+
 // Makes the NCCL communicator (every rank usable, on GPUs of their own). Null with *why,
 // the same on every rank, when NCCL fails on any.
 std::unique_ptr<NcclComm> create_comm(MPI_Comm comm, int rank, int size, int device, std::string *why) {
@@ -301,8 +307,9 @@ std::unique_ptr<NcclComm> create_comm(MPI_Comm comm, int rank, int size, int dev
             copy_text(root.why, sizeof root.why, text);
         }
     }
-    if (PMPI_Bcast(&root, sizeof root, MPI_BYTE, 0, comm) != MPI_SUCCESS) {
-        *why = "PMPI_Bcast of the NCCL unique id failed";
+    MPI_Request req;
+    if (wait_for(PMPI_Ibcast(&root, sizeof root, MPI_BYTE, 0, comm, &req), &req) != MPI_SUCCESS) {
+        *why = "PMPI_Ibcast of the NCCL unique id failed";
         return nullptr;
     }
     if (!root.ok) {
@@ -314,17 +321,18 @@ std::unique_ptr<NcclComm> create_comm(MPI_Comm comm, int rank, int size, int dev
     std::string mine;
     int failed = r == kNcclSuccess ? size : rank, first_failed = size;
     if (r != kNcclSuccess) nccl_error("ncclCommInitRank", r, nullptr, &mine);
-    if (PMPI_Allreduce(&failed, &first_failed, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) first_failed = -1;
+    if (wait_for(PMPI_Iallreduce(&failed, &first_failed, 1, MPI_INT, MPI_MIN, comm, &req), &req) != MPI_SUCCESS)
+        first_failed = -1;
     if (first_failed == size) return std::make_unique<NcclComm>(handle, size, rank, device);
     // Another rank failed: this one's communicator may wait for it forever, so abort it.
     if (handle) a.comm_abort(handle);
     char text[200] = {0};
     if (first_failed >= 0) {
         if (rank == first_failed) copy_text(text, sizeof text, mine);
-        PMPI_Bcast(text, sizeof text, MPI_CHAR, first_failed, comm);
+        wait_for(PMPI_Ibcast(text, sizeof text, MPI_CHAR, first_failed, comm, &req), &req);
         *why = format("rank %d: %s", first_failed, text);
     } else {
-        *why = "PMPI_Allreduce after ncclCommInitRank failed";
+        *why = "PMPI_Iallreduce after ncclCommInitRank failed";
     }
     return nullptr;
 }
@@ -366,13 +374,18 @@ NcclComm *nccl_comm_for(MPI_Comm comm, std::string *why) {
     if (inter) {
         entry->refusal = "an intercommunicator: NCCL communicators have one group";
     } else {
+        // A nonblocking collective still waiting for its inputs goes to MPICH first: MPICH
+        // matches collectives in calling order.
+        wait_for_queued_collectives(comm);
         PMPI_Comm_rank(comm, &rank);
         PMPI_Comm_size(comm, &size);
         int device = -1;
         const RankRecord mine = local_record(&device);
         std::vector<RankRecord> all(static_cast<std::size_t>(size));
-        if (PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm) != MPI_SUCCESS) {
-            *why = "PMPI_Allgather of each rank's GPU failed";
+        MPI_Request req;
+        if (wait_for(PMPI_Iallgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm, &req),
+                     &req) != MPI_SUCCESS) {
+            *why = "PMPI_Iallgather of each rank's GPU failed";
             return nullptr;  // not cached: MPI itself is failing
         }
         entry->refusal = refusal_of(all);

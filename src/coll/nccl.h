@@ -62,8 +62,9 @@ class NcclComm;
 // The NCCL communicator of `comm`, made on the first call and cached on `comm` (an
 // attribute: MPI_Comm_free destroys it, MPI_Finalize destroys those still alive), or null
 // with *why when NCCL cannot serve `comm`. Collective: every rank of `comm` calls it, in
-// the same order with respect to other collectives on `comm`; it blocks (allgather,
-// broadcast, ncclCommInitRank) on the first call only. The answer, success or refusal,
+// the same order with respect to other collectives on `comm`; it blocks on the first
+// call only (MPICH's nonblocking allgather and broadcast, waited for with MPI-ACC's
+// progress, after any queued collective on `comm`; then ncclCommInitRank). The answer, success or refusal,
 // is the same on every rank and is cached too. Refused: an intercommunicator, NCCL not
 // available on some rank or in different versions, a rank without a CUDA device, or two
 // ranks on one GPU ("ranks 0 and 1 share GPU 0000:41:00.0: NCCL takes one rank per GPU").
