@@ -64,11 +64,12 @@ class NcclComm;
 // with *why when NCCL cannot serve `comm`. Collective: every rank of `comm` calls it, in
 // the same order with respect to other collectives on `comm`; it blocks on the first
 // call only (MPICH's nonblocking allgather and broadcast, waited for with MPI-ACC's
-// progress, after any queued collective on `comm`; then ncclCommInitRank). The answer, success or refusal,
-// is the same on every rank and is cached too. Refused: an intercommunicator, NCCL not
-// available on some rank or in different versions, a rank without a CUDA device, or two
-// ranks on one GPU ("ranks 0 and 1 share GPU 0000:41:00.0: NCCL takes one rank per GPU").
-// The NCCL communicator uses the CUDA device current at the first call.
+// progress, after any queued collective on `comm`; then ncclCommInitRank). The answer,
+// success or refusal, is the same on every rank and is cached too. Refused: an
+// intercommunicator, NCCL not available on some rank or in different versions, a rank
+// without a CUDA device, or two ranks on one GPU ("ranks 0 and 1 share GPU 0000:41:00.0:
+// NCCL takes one rank per GPU"). The NCCL communicator uses the CUDA device current at
+// the first call.
 NcclComm *nccl_comm_for(MPI_Comm comm, std::string *why);
 // Ranks of the MPI communicator it stands for (ranks are the same in both).
 int nccl_comm_size(const NcclComm *nc);
