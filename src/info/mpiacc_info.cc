@@ -1,7 +1,7 @@
 // mpiacc_info: what this MPI-ACC is and how it will behave, the way mpichversion and
 // ompi_info answer for MPICH and Open MPI. Prints the version, the build configuration,
 // the MPICH underneath, which accelerator kinds are usable on this machine now and what
-// each can do, and every user knob with its effective value. It never calls MPI_Init,
+// each can do, whether NCCL loads, and every user knob with its effective value. It never calls MPI_Init,
 // so it runs anywhere, without mpiexec and without a GPU.
 //
 //   mpiacc_info              configuration and knobs
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "accel/accel.h"
+#include "coll/nccl.h"
 #include "core/knobs.h"
 #include "mpiacc.h"
 #include "util/counters.h"
@@ -118,6 +119,8 @@ void print_config() {
             line(key.c_str(), std::string(accel->available() ? "available" : "built, no usable device") +
                                   "; capabilities: " + capability_list(mpiacc::accel_caps(k.kind)));
     }
+    // Loads libnccl.so.2 as the library would for its first collective on CUDA buffers.
+    line("NCCL:", mpiacc::nccl_status());
 }
 
 // Values that do not parse or lie outside their knob's range are listed after the knobs:
