@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -10,6 +11,8 @@
 #include "accel/accel.h"
 #include "accel/reduce_op.h"
 #include "coll/issue_order.h"
+#include "coll/nccl.h"
+#include "coll/one_gpu.h"
 #include "core/buffer_desc.h"
 #include "core/context.h"
 #include "util/counters.h"
@@ -122,11 +125,13 @@ private:
 // What one rank's arguments allow: its buffers are CUDA memory (by attribute or
 // autodetection) and the type is a predefined one, or a tagged duplicate of one, laid
 // out densely.
-bool cuda_buffer(const void *buf, MPI_Datatype type, int *device) {
+// *stream: its MPIX_ACC_STREAM, if any.
+bool cuda_buffer(const void *buf, MPI_Datatype type, int *device, void **stream = nullptr) {
     if (buf == nullptr || buf == MPI_IN_PLACE) return false;
     BufferAttrs attrs;
     std::string why;
     if (classify_buffer(buf, type, &attrs, &why) != MPI_SUCCESS || attrs.kind != BufKind::CUDA) return false;
+    if (stream) *stream = attrs.stream;
     return accel_for(BufKind::CUDA)->owns_pointer(buf, device);
 }
 
@@ -158,42 +163,49 @@ std::size_t signature_bytes(MPI_Count count, MPI_Datatype type) {
     return static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
 }
 
-// How the algorithms run: every rank's buffers on one GPU (taking turns, below), or not.
+// How the algorithms run: every rank's buffers on one GPU (one_gpu.h), or not.
 struct Shape {
     bool one_gpu = false;
 };
 
-// The large-call filter every rank applies alike (the same count, type signature and
-// communicator everywhere), then the agreement on the private duplicate. True when the
-// algorithms run (*shape says how), or when the agreement failed: *rc is then its error,
-// reported.
-bool agree(MPI_Comm comm, const char *call, std::size_t bytes, bool mine, int device, MPI_Comm *priv, Shape *shape,
+// The large-call filter every rank applies alike: the same count, type signature and
+// communicator everywhere.
+bool worth_agreeing(MPI_Comm comm, std::size_t bytes) {
+    if (!context().device_collectives || bytes < device_collective_min()) return false;
+    int inter = 0;
+    return PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter;
+}
+
+// The agreement on the private duplicate, after worth_agreeing. `mappable`: the leader
+// may map this rank's buffers (one_gpu.h). True when the algorithms run (*shape says
+// how), or when the agreement failed: *rc is then its error, reported.
+bool agree(MPI_Comm comm, const char *call, bool mine, bool mappable, int device, MPI_Comm *priv, Shape *shape,
            int *rc) {
     const Context &ctx = context();
-    if (!ctx.device_collectives || bytes < device_collective_min()) return false;
-    int inter = 0;
-    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return false;
     // A nonblocking collective still waiting for its inputs goes to MPICH before this
     // call's own: MPICH matches them in calling order.
     wait_for_queued_collectives(comm);
-    // Each rank's refusal, node and GPU, as the maxima of the values and of their
+    // Each rank's refusals, node and GPU, as the maxima of the values and of their
     // negations: equal maxima mean every rank has the same.
     const std::int64_t node = static_cast<std::int64_t>(ctx.node_id >> 1);
     const std::int64_t gpu = mine ? accel_for(BufKind::CUDA)->device_pci_location(device) : -1;
-    std::int64_t v[5] = {mine ? 0 : 1, node, -node, gpu, -gpu};
+    std::int64_t v[6] = {mine ? 0 : 1, node, -node, gpu, -gpu, mine && mappable && ctx.knobs.ipc ? 0 : 1};
     *rc = private_comm(comm, priv);
     MPI_Request r;
-    if (*rc == MPI_SUCCESS) *rc = PMPI_Iallreduce(MPI_IN_PLACE, v, 5, MPI_INT64_T, MPI_MAX, *priv, &r);
+    if (*rc == MPI_SUCCESS) *rc = PMPI_Iallreduce(MPI_IN_PLACE, v, 6, MPI_INT64_T, MPI_MAX, *priv, &r);
     if (*rc == MPI_SUCCESS) *rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
     if (*rc != MPI_SUCCESS) {
         *rc = report(comm, call, *rc, "agreeing on the collective's path");
         return true;
     }
-    if (v[0] != 0) {
+    const bool one_gpu = v[1] == -v[2] && v[3] == -v[4] && v[3] >= 0 && !ctx.knobs.test_coll_spread;
+    // Ranks on one GPU whose buffers the leader cannot map (IPC off, managed memory)
+    // would copy in turns through the GPU's context switches: staging is faster.
+    if (v[0] != 0 || (one_gpu && v[5] != 0)) {
         MPIACC_COUNT("coll.device_declined");
         return false;
     }
-    shape->one_gpu = v[1] == -v[2] && v[3] == -v[4] && v[3] >= 0;
+    shape->one_gpu = one_gpu;
     return true;
 }
 
@@ -310,59 +322,24 @@ int reduce_scatter(const char *in, char *out, const Blocks &blocks, std::size_t 
     return rc;
 }
 
-// ---------------------------------------------------------------- ranks on one GPU
-
-// Ranks that share one GPU (without MPS) take turns on it: with copies or kernels of
-// several processes at once the GPU switches between their contexts, and an exchange in
-// which every rank copied took 25 times as long as one rank copying alone
-// (docs/performance.md, "Device collectives"). So one rank, the leader, makes every pull
-// and reduction, and the others pull the result from it one after another.
-constexpr int kLeader = 0;
-
-// The leader's sends, one peer at a time: `what(k, &buf, &count)` names peer k's data.
-// Every peer gets its message even after a failure, so that none waits for ever.
-template <class What>
-int send_in_turn(int leader, int p, MPI_Datatype type, MPI_Comm priv, int tag, What what) {
-    int rc = MPI_SUCCESS;
-    for (int d = 1; d < p; ++d) {
-        const int peer = (leader + d) % p;
-        const char *buf = nullptr;
-        MPI_Count count = 0;
-        what(peer, &buf, &count);
-        Step step(priv);
-        step.send(buf, count, type, peer, tag);
-        const int sent = step.wait();
-        if (rc == MPI_SUCCESS) rc = sent;
-    }
-    return rc;
-}
-
-// A peer's part: its input to the leader, the leader's answer back.
-int peer_turn(const char *in, MPI_Count in_count, char *out, MPI_Count out_count, MPI_Datatype type, MPI_Comm priv) {
-    Step step(priv);
-    step.send(in, in_count, type, kLeader, kTagReduceScatter);
-    step.recv(out, out_count, type, kLeader, kTagAllgather);
-    return step.wait();
-}
-
-// The leader's gather and reduction of every rank's `count` elements into `acc`: its own
-// `in` reduced into the first peer's, which lands in `acc` (or `in` is `acc`: in place),
-// the others' in scratch.
-int leader_reduce(const char *in, char *acc, MPI_Count count, std::size_t size, MPI_Datatype type, MPI_Op op,
-                  MPI_Comm priv, int p, int device, std::string *why) {
-    const bool in_place = in == acc;
-    const std::size_t bytes = static_cast<std::size_t>(count) * size;
-    const int slots = p - 1 - (in_place ? 0 : 1);
-    Scratch scratch;
-    char *s = nullptr;
-    if (slots > 0 && bytes > 0 && !(s = scratch.take(device, bytes * slots, why))) return MPI_ERR_NO_MEM;
-    Step step(priv);
-    for (int k = 1, slot = 0; k < p; ++k)
-        step.recv(!in_place && k == 1 ? acc : s + (slot++) * bytes, count, type, k, kTagReduceScatter);
-    int rc = step.wait();
-    if (rc == MPI_SUCCESS && !in_place && count > 0) rc = MPI_Reduce_local(in, acc, static_cast<int>(count), type, op);
-    if (rc == MPI_SUCCESS) rc = reduce_slots(s, slots, bytes, acc, count, type, op);
-    return rc;
+// NCCL, where it serves: every rank with a GPU of its own (nccl_comm_for, answered the
+// same everywhere and cached on the communicator) and every rank's buffers on the GPU
+// NCCL was set up on. True when it ran, *rc its outcome.
+bool by_nccl(MPI_Comm comm, MPI_Comm priv, int device, void *user_stream,
+             const std::function<int(NcclComm *, void *)> &op, int *rc, std::string *why) {
+    std::string refusal;
+    NcclComm *nc = nccl_comm_for(comm, &refusal);
+    if (!nc) return false;
+    int here = nccl_comm_device(nc) == device ? 1 : 0, all = 0;
+    MPI_Request r;
+    *rc = PMPI_Iallreduce(&here, &all, 1, MPI_INT, MPI_MIN, priv, &r);
+    if (*rc == MPI_SUCCESS) *rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
+    if (*rc != MPI_SUCCESS) return true;
+    if (!all) return false;
+    MPIACC_COUNT("coll.nccl");
+    *rc = nccl_run(
+        nc, user_stream, [&](void *stream) { return op(nc, stream); }, why);
+    return true;
 }
 
 }  // namespace
@@ -377,41 +354,52 @@ bool device_allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_D
     int p = 0, me = 0;
     PMPI_Comm_size(comm, &p);
     PMPI_Comm_rank(comm, &me);
-    if (p < 2) return false;
+    if (p < 2 || !worth_agreeing(comm, signature_bytes(count, type))) return false;
     const bool in_place = sendbuf == MPI_IN_PLACE;
     std::size_t size = 0;
     int device = -1, send_device = -1;
     ReduceSpec spec;
     std::string why;
-    const bool mine = fits_int(count) && dense_predefined(type, &size) && cuda_buffer(recvbuf, type, &device) &&
+    void *stream = nullptr;
+    const bool mine = fits_int(count) && dense_predefined(type, &size) &&
+                      cuda_buffer(recvbuf, type, &device, &stream) &&
                       (in_place || cuda_buffer(sendbuf, type, &send_device)) &&
                       classify_reduction(op, type, &spec, &why) == MPI_SUCCESS;
+    const std::size_t bytes = static_cast<std::size_t>(count) * size;
+    OneGpuArgs args;
+    const bool exported = me != 0;
+    const bool mappable = mine &&
+                          (in_place || args.region[0].capture(sendbuf, type, bytes, exported, &why) == MPI_SUCCESS) &&
+                          args.region[1].capture(recvbuf, type, bytes, exported, &why) == MPI_SUCCESS;
     MPI_Comm priv = MPI_COMM_NULL;
-    *rc = MPI_SUCCESS;
     Shape shape;
-    if (!agree(comm, call, signature_bytes(count, type), mine, device, &priv, &shape, rc)) return false;
+    *rc = MPI_SUCCESS;
+    if (!agree(comm, call, mine, mappable, device, &priv, &shape, rc)) return false;
     if (*rc != MPI_SUCCESS) return true;  // reported
     MPIACC_COUNT("coll.device_allreduce");
+    why.clear();
+    if (shape.one_gpu) {
+        *rc = report(comm, call, one_gpu_allreduce(args, count, type, op, priv, me, p, &why), why);
+        return true;
+    }
+    NcclReduction red;
+    std::string no_nccl;
+    if (nccl_reduction(op, type, &red, &no_nccl) &&
+        by_nccl(
+            comm, priv, device, stream,
+            [&](NcclComm *nc, void *s) {
+                return nccl_allreduce(nc, sendbuf, recvbuf, static_cast<std::size_t>(count), red, s, &why);
+            },
+            rc, &why)) {
+        *rc = report(comm, call, *rc, why);
+        return true;
+    }
     const Blocks blocks(count, p);
     const char *in = static_cast<const char *>(in_place ? recvbuf : sendbuf);
     char *out = static_cast<char *>(recvbuf);
     char *own = out + blocks.at(me) * size;
-    if (shape.one_gpu) {
-        if (me == kLeader) {
-            *rc = leader_reduce(in, out, count, size, type, op, priv, p, device, &why);
-            const int sent =
-                send_in_turn(kLeader, p, type, priv, kTagAllgather, [&](int, const char **b, MPI_Count *n) {
-                    *b = out;
-                    *n = count;
-                });
-            if (*rc == MPI_SUCCESS) *rc = sent;
-        } else {
-            *rc = peer_turn(in, count, out, count, type, priv);
-        }
-    } else {
-        *rc = reduce_scatter(in, own, blocks, size, type, op, priv, me, p, !in_place, device, &why);
-    }
-    if (*rc == MPI_SUCCESS && !shape.one_gpu) {
+    *rc = reduce_scatter(in, own, blocks, size, type, op, priv, me, p, !in_place, device, &why);
+    if (*rc == MPI_SUCCESS) {
         Step step(priv);
         for (int d = 1; d < p; ++d) {
             const int peer = (me + d) % p;
@@ -429,42 +417,53 @@ bool device_reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count r
     int p = 0, me = 0;
     PMPI_Comm_size(comm, &p);
     PMPI_Comm_rank(comm, &me);
-    if (p < 2) return false;
+    if (p < 2 || !worth_agreeing(comm, signature_bytes(recvcount * p, type))) return false;
     std::size_t size = 0;
     int device = -1, send_device = -1;
     ReduceSpec spec;
     std::string why;
+    void *stream = nullptr;
     // In place, the result would have to move from block r to block 0: that stages.
     const bool mine = fits_int(recvcount) && fits_int(recvcount * p) && dense_predefined(type, &size) &&
-                      sendbuf != MPI_IN_PLACE && cuda_buffer(recvbuf, type, &device) &&
+                      sendbuf != MPI_IN_PLACE && cuda_buffer(recvbuf, type, &device, &stream) &&
                       cuda_buffer(sendbuf, type, &send_device) &&
                       classify_reduction(op, type, &spec, &why) == MPI_SUCCESS;
+    const std::size_t block = static_cast<std::size_t>(recvcount) * size;
+    OneGpuArgs args;
+    const bool exported = me != 0;
+    const bool mappable = mine && args.region[0].capture(sendbuf, type, block * p, exported, &why) == MPI_SUCCESS &&
+                          args.region[1].capture(recvbuf, type, block, exported, &why) == MPI_SUCCESS;
     MPI_Comm priv = MPI_COMM_NULL;
-    *rc = MPI_SUCCESS;
     Shape shape;
-    if (!agree(comm, call, signature_bytes(recvcount * p, type), mine, device, &priv, &shape, rc)) return false;
+    *rc = MPI_SUCCESS;
+    if (!agree(comm, call, mine, mappable, device, &priv, &shape, rc)) return false;
     if (*rc != MPI_SUCCESS) return true;  // reported
     MPIACC_COUNT("coll.device_reduce_scatter");
-    const Blocks blocks(recvcount * p, p);
-    const char *in = static_cast<const char *>(sendbuf);
-    char *out = static_cast<char *>(recvbuf);
-    if (!shape.one_gpu) {
-        *rc = reduce_scatter(in, out, blocks, size, type, op, priv, me, p, true, device, &why);
-    } else if (me != kLeader) {
-        *rc = peer_turn(in, recvcount * p, out, recvcount, type, priv);
-    } else {
-        // The whole vector reduced in scratch, then each rank's block to it.
-        const std::size_t block = static_cast<std::size_t>(recvcount) * size;
+    why.clear();
+    if (shape.one_gpu) {
         Scratch scratch;
-        char *acc = scratch.take(device, block * p, &why);
-        *rc = acc ? leader_reduce(in, acc, recvcount * p, size, type, op, priv, p, device, &why) : MPI_ERR_NO_MEM;
-        if (*rc == MPI_SUCCESS) *rc = copy_on_device(out, type, acc + kLeader * block, type, block, &why);
-        const int sent = send_in_turn(kLeader, p, type, priv, kTagAllgather, [&](int k, const char **b, MPI_Count *n) {
-            *b = acc ? acc + k * block : out;
-            *n = recvcount;  // without scratch, the leader's own buffer: no peer waits for ever
-        });
-        if (*rc == MPI_SUCCESS) *rc = sent;
+        char *acc = me == 0 ? scratch.take(device, block * p, &why) : nullptr;
+        *rc = me == 0 && !acc ? MPI_ERR_NO_MEM
+                              : one_gpu_reduce_scatter_block(args, recvcount, type, op, acc, priv, me, p, &why);
+        *rc = report(comm, call, *rc, why);
+        return true;
     }
+    NcclReduction red;
+    std::string no_nccl;
+    if (nccl_reduction(op, type, &red, &no_nccl) && by_nccl(
+                                                        comm, priv, device, stream,
+                                                        [&](NcclComm *nc, void *s) {
+                                                            return nccl_reduce_scatter_block(
+                                                                nc, sendbuf, recvbuf,
+                                                                static_cast<std::size_t>(recvcount), red, s, &why);
+                                                        },
+                                                        rc, &why)) {
+        *rc = report(comm, call, *rc, why);
+        return true;
+    }
+    const Blocks blocks(recvcount * p, p);
+    *rc = reduce_scatter(static_cast<const char *>(sendbuf), static_cast<char *>(recvbuf), blocks, size, type, op, priv,
+                         me, p, true, device, &why);
     *rc = report(comm, call, *rc, why);
     return true;
 }
@@ -474,34 +473,38 @@ bool device_bcast(void *buffer, MPI_Count count, MPI_Datatype type, int root, MP
     int p = 0, me = 0;
     PMPI_Comm_size(comm, &p);
     PMPI_Comm_rank(comm, &me);
-    if (p < 2 || root < 0 || root >= p) return false;  // a bad root is MPICH's to report
+    // A bad root is MPICH's to report.
+    if (p < 2 || root < 0 || root >= p || !worth_agreeing(comm, signature_bytes(count, type))) return false;
     std::size_t size = 0;
     int device = -1;
-    const bool mine = fits_int(count) && dense_predefined(type, &size) && cuda_buffer(buffer, type, &device);
+    std::string why;
+    void *stream = nullptr;
+    const bool mine = fits_int(count) && dense_predefined(type, &size) && cuda_buffer(buffer, type, &device, &stream);
+    OneGpuArgs args;
+    const bool mappable = mine && args.region[1].capture(buffer, type, static_cast<std::size_t>(count) * size,
+                                                         me != root, &why) == MPI_SUCCESS;
     MPI_Comm priv = MPI_COMM_NULL;
-    *rc = MPI_SUCCESS;
     Shape shape;
-    if (!agree(comm, call, signature_bytes(count, type), mine, device, &priv, &shape, rc)) return false;
+    *rc = MPI_SUCCESS;
+    if (!agree(comm, call, mine, mappable, device, &priv, &shape, rc)) return false;
     if (*rc != MPI_SUCCESS) return true;  // reported
     MPIACC_COUNT("coll.device_bcast");
-    char *buf = static_cast<char *>(buffer);
+    why.clear();
     if (shape.one_gpu) {
-        // The root sends to one rank after another.
-        if (me == root) {
-            *rc = send_in_turn(root, p, type, priv, kTagBcast, [&](int, const char **b, MPI_Count *n) {
-                *b = buf;
-                *n = count;
-            });
-        } else {
-            Step step(priv);
-            step.recv(buf, count, type, root, kTagBcast);
-            *rc = step.wait();
-        }
-        *rc = report(comm, call, *rc, "");
+        *rc = report(comm, call, one_gpu_bcast(args, root, priv, me, p, &why), why);
+        return true;
+    }
+    const std::size_t bytes = static_cast<std::size_t>(count) * size;
+    if (by_nccl(
+            comm, priv, device, stream,
+            [&](NcclComm *nc, void *s) { return nccl_bcast(nc, buffer, bytes, NcclType::UINT8, root, s, &why); }, rc,
+            &why)) {
+        *rc = report(comm, call, *rc, why);
         return true;
     }
     // A binomial tree over the ranks relative to the root: each rank receives once from
     // its parent, then sends to its children, the farthest first.
+    char *buf = static_cast<char *>(buffer);
     const int rel = (me - root + p) % p;
     int mask = 1;
     while (mask < p) {
@@ -527,48 +530,44 @@ bool device_allgather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sen
     int p = 0, me = 0;
     PMPI_Comm_size(comm, &p);
     PMPI_Comm_rank(comm, &me);
-    if (p < 2) return false;
+    if (p < 2 || !worth_agreeing(comm, signature_bytes(recvcount, recvtype) * p)) return false;
     const bool in_place = sendbuf == MPI_IN_PLACE;
     std::size_t size = 0, send_size = 0;
     int device = -1, send_device = -1;
+    void *stream = nullptr;
     // The send side must be the same bytes as a receive block (same signature).
     const bool mine =
-        fits_int(recvcount * p) && dense_predefined(recvtype, &size) && cuda_buffer(recvbuf, recvtype, &device) &&
+        fits_int(recvcount * p) && dense_predefined(recvtype, &size) &&
+        cuda_buffer(recvbuf, recvtype, &device, &stream) &&
         (in_place || (fits_int(sendcount) && cuda_buffer(sendbuf, sendtype, &send_device) &&
                       dense_predefined(sendtype, &send_size) &&
                       static_cast<MPI_Count>(send_size) * sendcount == static_cast<MPI_Count>(size) * recvcount));
+    const std::size_t block = static_cast<std::size_t>(recvcount) * size;
+    std::string why;
+    OneGpuArgs args;
+    const bool exported = me != 0;
+    const bool mappable =
+        mine && (in_place || args.region[0].capture(sendbuf, sendtype, block, exported, &why) == MPI_SUCCESS) &&
+        args.region[1].capture(recvbuf, recvtype, block * p, exported, &why) == MPI_SUCCESS;
     MPI_Comm priv = MPI_COMM_NULL;
-    *rc = MPI_SUCCESS;
     Shape shape;
-    if (!agree(comm, call, signature_bytes(recvcount, recvtype) * p, mine, device, &priv, &shape, rc)) return false;
+    *rc = MPI_SUCCESS;
+    if (!agree(comm, call, mine, mappable, device, &priv, &shape, rc)) return false;
     if (*rc != MPI_SUCCESS) return true;  // reported
     MPIACC_COUNT("coll.device_allgather");
-    char *out = static_cast<char *>(recvbuf);
-    const std::size_t block = static_cast<std::size_t>(recvcount) * size;
-    char *own = out + me * block;
-    std::string why;
+    why.clear();
     if (shape.one_gpu) {
-        const char *mine_in = in_place ? own : static_cast<const char *>(sendbuf);
-        if (me != kLeader) {
-            // In place, the leader's answer overwrites the block only after it has it.
-            Step step(priv);
-            step.send(mine_in, in_place ? recvcount : sendcount, in_place ? recvtype : sendtype, kLeader,
-                      kTagReduceScatter);
-            step.recv(out, recvcount * p, recvtype, kLeader, kTagAllgather);
-            *rc = step.wait();
-        } else {
-            Step step(priv);
-            for (int k = 1; k < p; ++k) step.recv(out + k * block, recvcount, recvtype, k, kTagReduceScatter);
-            const int copied = in_place ? MPI_SUCCESS : copy_on_device(own, recvtype, sendbuf, sendtype, block, &why);
-            *rc = step.wait();
-            if (*rc == MPI_SUCCESS) *rc = copied;
-            const int sent =
-                send_in_turn(kLeader, p, recvtype, priv, kTagAllgather, [&](int, const char **b, MPI_Count *n) {
-                    *b = out;
-                    *n = recvcount * p;
-                });
-            if (*rc == MPI_SUCCESS) *rc = sent;
-        }
+        *rc = report(comm, call, one_gpu_allgather(args, in_place, priv, me, p, &why), why);
+        return true;
+    }
+    char *out = static_cast<char *>(recvbuf);
+    char *own = out + me * block;
+    if (by_nccl(
+            comm, priv, device, stream,
+            [&](NcclComm *nc, void *s) {
+                return nccl_allgather(nc, in_place ? MPI_IN_PLACE : sendbuf, recvbuf, block, NcclType::UINT8, s, &why);
+            },
+            rc, &why)) {
         *rc = report(comm, call, *rc, why);
         return true;
     }

@@ -3,12 +3,14 @@
 #include "coll/nccl.h"
 
 #include <cuda_runtime_api.h>
+
 #include <dlfcn.h>
 
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -148,6 +150,7 @@ public:
     NcclComm(NcclHandle handle, int size, int rank, int device)
         : handle_(handle), size_(size), rank_(rank), device_(device) {}
     ~NcclComm() {
+        if (stream_) quiet(cudaStreamDestroy(stream_));
         if (handle_) library().api.comm_destroy(handle_);
     }
     NcclComm(const NcclComm &) = delete;
@@ -157,10 +160,19 @@ public:
     int size() const { return size_; }
     int rank() const { return rank_; }
     int device() const { return device_; }
+    // The stream its collectives run on, made on first use. A blocking stream: it waits
+    // for the legacy default stream, as the CUDA-aware convention expects.
+    cudaStream_t stream(cudaError_t *e) {
+        std::lock_guard<std::mutex> lock(stream_mutex_);
+        *e = stream_ ? cudaSuccess : quiet(cudaStreamCreate(&stream_));
+        return stream_;
+    }
 
 private:
     NcclHandle handle_;
     int size_, rank_, device_;
+    std::mutex stream_mutex_;
+    cudaStream_t stream_ = nullptr;
 };
 
 namespace {
@@ -424,6 +436,31 @@ T *at(T *base, std::size_t elements, NcclType t) {
 }
 
 }  // namespace
+
+int nccl_run(NcclComm *nc, void *user_stream, const std::function<int(void *stream)> &enqueue, std::string *why) {
+    cudaError_t e = cudaSuccess;
+    cudaStream_t s = nc->stream(&e);
+    const char *step = "cudaStreamCreate";
+    cudaEvent_t after = nullptr;
+    if (e == cudaSuccess && user_stream) {
+        step = "ordering after the buffers' stream";
+        e = quiet(cudaEventCreateWithFlags(&after, cudaEventDisableTiming));
+        if (e == cudaSuccess) e = quiet(cudaEventRecord(after, as_stream(user_stream)));
+        if (e == cudaSuccess) e = quiet(cudaStreamWaitEvent(s, after, 0));
+        if (after) quiet(cudaEventDestroy(after));
+    }
+    if (e != cudaSuccess) {
+        *why = format("%s: %s", step, cudaGetErrorString(e));
+        return MPI_ERR_OTHER;
+    }
+    int rc = enqueue(s);
+    e = quiet(cudaStreamSynchronize(s));
+    if (rc == MPI_SUCCESS && e != cudaSuccess) {
+        *why = format("an NCCL collective failed on the GPU: %s", cudaGetErrorString(e));
+        rc = MPI_ERR_OTHER;
+    }
+    return rc;
+}
 
 int nccl_allreduce(NcclComm *nc, const void *sendbuf, void *recvbuf, std::size_t count, const NcclReduction &red,
                    void *stream, std::string *why) {

@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 namespace mpiacc {
@@ -82,6 +83,12 @@ int nccl_comm_device(const NcclComm *nc);
 // error class (MPI_ERR_ARG for arguments NCCL rejects, MPI_ERR_OTHER otherwise) with *why
 // naming the NCCL function and NCCL's error text. MPI_IN_PLACE is taken as `sendbuf`
 // where MPI allows it, with MPI's meaning.
+
+// One blocking collective: `enqueue(stream)` on the communicator's own stream, after the
+// work on `user_stream` (the buffers' MPIX_ACC_STREAM; null: none beyond the legacy
+// default stream's), then waits for it. MPI_SUCCESS or enqueue's error, or MPI_ERR_OTHER
+// with *why when the GPU reports a failure.
+int nccl_run(NcclComm *nc, void *user_stream, const std::function<int(void *stream)> &enqueue, std::string *why);
 
 // recvbuf = op over ranks of sendbuf (in place: sendbuf == recvbuf or MPI_IN_PLACE).
 int nccl_allreduce(NcclComm *nc, const void *sendbuf, void *recvbuf, std::size_t count, const NcclReduction &red,

@@ -29,6 +29,8 @@ NcclComm *nccl_comm_for(MPI_Comm, std::string *why) {
 int nccl_comm_size(const NcclComm *) { return 0; }
 int nccl_comm_device(const NcclComm *) { return -1; }
 
+int nccl_run(NcclComm *, void *, const std::function<int(void *)> &, std::string *why) { return refuse(why); }
+
 int nccl_allreduce(NcclComm *, const void *, void *, std::size_t, const NcclReduction &, void *, std::string *why) {
     return refuse(why);
 }
