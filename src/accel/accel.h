@@ -160,6 +160,16 @@ public:
     static void hold(std::shared_ptr<Holder> holder);
 };
 
+// Host memory a kind pins for copies to and from its buffers, lent by
+// DeviceBuffer::acquire_host_scratch and given back when this holder dies. It may outlive
+// the buffer that lent it: it keeps what it came from alive.
+class HostScratch {
+public:
+    virtual ~HostScratch() = default;
+    virtual char *data() const = 0;
+    virtual std::size_t size() const = 0;
+};
+
 // A device buffer captured at call time. It owns whatever it retained (queues, events,
 // contexts) and the dependency marker taken at capture, so the user may change or free
 // the datatype, the stream's later work, or the event afterwards.
@@ -187,6 +197,12 @@ public:
     // release_receive_bounce before this buffer is destroyed.
     virtual void *acquire_receive_bounce(std::size_t /*bytes*/) { return nullptr; }
     virtual void release_receive_bounce(void * /*bounce*/) {}
+    // Pinned host memory of at least `bytes` that copies between it and this buffer's
+    // device (this buffer included) run by DMA, for scratch a collective stages the buffer
+    // through. Null where the kind lends none: the caller then page-locks memory of its
+    // own (Accel::register_host) or stays pageable. OpenCL lends it because its pinning
+    // is per context, which register_host does not know.
+    virtual std::unique_ptr<HostScratch> acquire_host_scratch(std::size_t /*bytes*/) { return nullptr; }
     // A payload of `bytes` arrived in pageable memory for this buffer: a kind that can
     // offer receive bounces starts to.
     virtual void note_pageable_payload(std::size_t /*bytes*/) {}

@@ -19,20 +19,18 @@ StagedCollective::~StagedCollective() = default;
 
 int StagedCollective::begin(std::string *why) {
     for (int slot = 0; slot < 2; ++slot) {
-        const CollBuffer &b = call_->buffer(slot);
-        if (!b.device()) continue;
-        Staging s{slot, nullptr, BounceBuffer(static_cast<std::size_t>(b.hi - b.lo), true), nullptr};
-        // Page-locked once and cached (BounceBuffer), so that the copies are DMA.
-        s.scratch.pin(accel_for(b.attrs.kind));
-        call_->set_host(slot, typed_address(s.scratch.data(), static_cast<MPI_Aint>(-b.lo)));
+        if (!call_->buffer(slot).device()) continue;
+        Staging s;
+        s.slot = slot;
         staging_.push_back(std::move(s));
     }
     if (form_ != Form::BLOCKING) call_->keep_types();
     if (form_ == Form::PERSISTENT) {
         // Captured at each start; once now, so that a buffer its attributes cannot
-        // describe is the init call's error.
+        // describe is the init call's error, and the scratch is taken for good.
         for (Staging &s : staging_) {
             int rc = capture(s, why);
+            if (rc == MPI_SUCCESS && s.device) take_scratch(s);
             s.device.reset();
             if (rc != MPI_SUCCESS) return rc;
         }
@@ -76,6 +74,23 @@ int StagedCollective::capture(Staging &s, std::string *why) {
     return rc;
 }
 
+// Scratch the device's kind lends (OpenCL: pinned in the buffer's context), else a
+// BounceBuffer page-locked once and cached, so that the copies are DMA.
+void StagedCollective::take_scratch(Staging &s) {
+    const CollBuffer &b = call_->buffer(s.slot);
+    if (!s.lent && !s.own.data()) {
+        const auto bytes = static_cast<std::size_t>(b.hi - b.lo);
+        s.lent = s.device->acquire_host_scratch(bytes);
+        if (s.lent) {
+            MPIACC_COUNT("coll.scratch_lent");
+        } else {
+            s.own = BounceBuffer(bytes, true);
+            s.own.pin(accel_for(b.attrs.kind));
+        }
+    }
+    call_->set_host(s.slot, typed_address(s.scratch(), static_cast<MPI_Aint>(-b.lo)));
+}
+
 int StagedCollective::copy_in(std::string *why) {
     for (Staging &s : staging_) {
         int rc = capture(s, why);
@@ -86,10 +101,11 @@ int StagedCollective::copy_in(std::string *why) {
             call_->set_host(s.slot, nullptr);
             continue;
         }
+        take_scratch(s);
         // An output the call does not write whole keeps its other bytes: they go to the
         // scratch first, and come back as they were.
         if (!b.in && b.covered) continue;
-        rc = s.device->copy_to_host(0, s.scratch.data(), static_cast<std::size_t>(b.hi - b.lo), &s.copy, why);
+        rc = s.device->copy_to_host(0, s.scratch(), static_cast<std::size_t>(b.hi - b.lo), &s.copy, why);
         if (rc != MPI_SUCCESS) {
             *why = format("%s: %s", b.arg, why->c_str());
             return rc;
@@ -104,7 +120,7 @@ void StagedCollective::copy_out() {
         const CollBuffer &b = call_->buffer(s.slot);
         if (!b.out || !s.device) continue;
         std::string why;
-        int rc = s.device->copy_from_host(0, s.scratch.data(), static_cast<std::size_t>(b.hi - b.lo), &s.copy, &why);
+        int rc = s.device->copy_from_host(0, s.scratch(), static_cast<std::size_t>(b.hi - b.lo), &s.copy, &why);
         if (rc != MPI_SUCCESS) fail(rc, format("%s: %s", b.arg, why.c_str()));
         MPIACC_COUNT("coll.staged_out");
     }

@@ -54,10 +54,15 @@ private:
     struct Staging {
         int slot;
         std::unique_ptr<DeviceBuffer> device;
-        BounceBuffer scratch;
+        // The scratch: pinned memory the device's kind lends, else ours, page-locked
+        // where the kind can (BounceBuffer::pin). Taken at the first capture.
+        std::unique_ptr<HostScratch> lent;
+        BounceBuffer own;
         std::unique_ptr<Completion> copy;
+        char *scratch() const { return lent ? lent->data() : own.data(); }
     };
     int capture(Staging &s, std::string *why);
+    void take_scratch(Staging &s);
     int copy_in(std::string *why);
     void copy_out();
     bool copies_done();

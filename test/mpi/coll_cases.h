@@ -1,6 +1,6 @@
 /* The cases beyond the matrix of collective x mode: buffer kinds mixed across ranks, a
- * derived datatype, intercommunicators, large-count calls, a 1 MiB message, and a cl_mem
- * region that does not fit its buffer. */
+ * derived datatype, intercommunicators, large-count calls, a 1 MiB message, a cl_mem
+ * region that does not fit its buffer, and the memory cl_mem buffers are staged through. */
 #ifndef COLL_CASES_H_INCLUDED
 #define COLL_CASES_H_INCLUDED
 
@@ -206,6 +206,77 @@ static void coll_bad_region_case(const void *p) {
     coll_run(&coll_specs[S_ALLREDUCE], &o);
     o.mode = CM_NONBLOCKING;
     coll_run(&coll_specs[S_ALLREDUCE], &o);
+}
+
+/* ------------------------------------------------------------------ scratch memory */
+
+/* send[i] = rank + 1 + i % 7 summed over the ranks. */
+static void coll_scratch_check_sum(const cbuf *b, int n, const char *what) {
+    int *got = (int *)cbuf_get(b, what);
+    int bad = -1;
+    for (int i = 0; i < n && bad < 0; ++i)
+        if (got[i] != mt_size * (mt_size + 1) / 2 + mt_size * (i % 7)) bad = i;
+    MT_CHECK(bad < 0, "%s: element %d is %d, expected %d", what, bad, bad < 0 ? 0 : got[bad],
+             mt_size * (mt_size + 1) / 2 + mt_size * (bad % 7));
+    free(got);
+}
+
+/* Staged collectives on cl_mem buffers go through pinned memory of the buffer's context
+ * (OpenCL's own, as a user staging by hand would take), not pageable memory: each
+ * significant buffer's scratch is lent by the OpenCL component, the same memory serves
+ * the next call, and a persistent collective takes its scratch once. */
+static void coll_opencl_scratch_case(const void *p) {
+    (void)p;
+    enum { N = 1000 };
+    int values[N];
+    for (int i = 0; i < N; ++i) values[i] = mt_rank + 1 + i % 7;
+    cbuf send = cbuf_new(CK_OPENCL, sizeof values), recv = cbuf_new(CK_OPENCL, sizeof values);
+    cbuf_put(&send, values, sizeof values);
+    MPI_Datatype t = coll_type(CK_OPENCL, MPI_INT);
+    long long lent0 = mpiacc_counter_value("coll.scratch_lent");
+    coll_ok(MPI_Allreduce(cbuf_arg(&send), cbuf_arg(&recv), N, t, MPI_SUM, W), "first MPI_Allreduce");
+    coll_scratch_check_sum(&recv, N, "first MPI_Allreduce");
+    long long lent1 = mpiacc_counter_value("coll.scratch_lent");
+    MT_CHECK(lent1 - lent0 == 2, "the first MPI_Allreduce took %lld lent scratches, expected 2 (send and receive)",
+             lent1 - lent0);
+    long long pinned1 = mpiacc_counter_value("opencl.pinned.alloc");
+    cbuf_put(&recv, values, sizeof values); /* stale data the call must overwrite */
+    coll_ok(MPI_Allreduce(cbuf_arg(&send), cbuf_arg(&recv), N, t, MPI_SUM, W), "second MPI_Allreduce");
+    coll_scratch_check_sum(&recv, N, "second MPI_Allreduce");
+    MT_CHECK(mpiacc_counter_value("coll.scratch_lent") - lent1 == 2, "the second MPI_Allreduce took %lld, expected 2",
+             mpiacc_counter_value("coll.scratch_lent") - lent1);
+    MT_CHECK(mpiacc_counter_value("opencl.pinned.alloc") == pinned1,
+             "the second MPI_Allreduce allocated %lld pinned buffers, expected to reuse the first one's",
+             mpiacc_counter_value("opencl.pinned.alloc") - pinned1);
+
+    /* Persistent: one scratch at init, kept over the starts. */
+    MPI_Request q = MPI_REQUEST_NULL;
+    long long lent2 = mpiacc_counter_value("coll.scratch_lent");
+    if (coll_ok(MPI_Bcast_init(cbuf_arg(&send), N, t, COLL_ROOT, W, MPI_INFO_NULL, &q), "MPI_Bcast_init")) {
+        MT_CHECK(mpiacc_counter_value("coll.scratch_lent") - lent2 == 1, "MPI_Bcast_init took %lld, expected 1",
+                 mpiacc_counter_value("coll.scratch_lent") - lent2);
+        for (int round = 0; round < 2; ++round) {
+            int mine[N];
+            for (int i = 0; i < N; ++i) mine[i] = mt_rank == COLL_ROOT ? 1000 * round + i : -1;
+            cbuf_put(&send, mine, sizeof mine);
+            coll_ok(MPI_Start(&q), "MPI_Start");
+            coll_wait(&q, 0, "MPI_Bcast_init's request");
+            int *got = (int *)cbuf_get(&send, "persistent MPI_Bcast");
+            int bad = -1;
+            for (int i = 0; i < N && bad < 0; ++i)
+                if (got[i] != 1000 * round + i) bad = i;
+            MT_CHECK(bad < 0, "start %d: element %d is %d, expected %d", round + 1, bad, bad < 0 ? 0 : got[bad],
+                     1000 * round + bad);
+            free(got);
+        }
+        MT_CHECK(mpiacc_counter_value("coll.scratch_lent") - lent2 == 1,
+                 "two starts of MPI_Bcast_init took %lld scratches in all, expected 1",
+                 mpiacc_counter_value("coll.scratch_lent") - lent2);
+        MPI_Request_free(&q);
+    }
+    coll_type_free(CK_OPENCL, &t);
+    cbuf_free(&send);
+    cbuf_free(&recv);
 }
 
 #endif

@@ -120,6 +120,8 @@ int main(int argc, char **argv) {
     coll_case(names[nn++], NULL, coll_mib_case, &kind);
     coll_case("cl_mem_region_past_its_end_is_an_error_naming_the_call_and_the_next_collective_works",
               kind == CK_OPENCL ? NULL : "needs cl_mem buffers", coll_bad_region_case, NULL);
+    coll_case("staged_opencl_collectives_go_through_pinned_scratch_of_the_buffers_context_reused_per_call",
+              kind == CK_OPENCL ? NULL : "needs cl_mem buffers", coll_opencl_scratch_case, NULL);
 #ifdef COLL_EXTRA_CASES
     COLL_EXTRA_CASES(kind);
 #endif

@@ -912,6 +912,70 @@ TEST_F(OpenClAccelTest, receive_bounces_are_offered_after_a_large_pageable_paylo
     EXPECT_EQ(buffer->acquire_receive_bounce((128u << 20) + 1), nullptr);
 }
 
+TEST_F(OpenClAccelTest, host_scratch_is_pinned_unoffered_outlives_its_buffer_and_is_reused) {
+    auto accel = make_accel(4);
+    const std::size_t n = 100000;  // not whole pages
+    MemRef mem = make_buffer(user_.context.get(), n);
+    const cl_uint baseline = context_reference_count(user_.context.get());
+    auto buffer = capture_ok(*accel, mem.get(), n, queue_attrs(user_.queue.get()));
+    ASSERT_TRUE(buffer);
+    // A collective always stages: no pageable payload has to come first.
+    long long pinned = counter_value("opencl.pinned.alloc");
+    std::unique_ptr<HostScratch> scratch = buffer->acquire_host_scratch(n);
+    ASSERT_TRUE(scratch);
+    EXPECT_EQ(counter_value("opencl.pinned.alloc"), pinned + 1);
+    EXPECT_GE(scratch->size(), n);
+    EXPECT_EQ(scratch->size() % 4096, 0u);
+    // It keeps its entry (a persistent collective holds it across captures): with the
+    // buffer and the cache gone it is still memory to use, and the entry goes with it.
+    buffer.reset();
+    accel->shutdown();
+    EXPECT_EQ(accel->cached_entries(), 0u);
+    std::memset(scratch->data(), 1, n);
+    EXPECT_GT(context_reference_count(user_.context.get()), baseline);
+    scratch.reset();
+    EXPECT_TRUE(reference_count_becomes(user_.context.get(), baseline)) << context_reference_count(user_.context.get());
+
+    // Copies between it and the device run both ways.
+    buffer = capture_ok(*accel, mem.get(), n, queue_attrs(user_.queue.get()));
+    ASSERT_TRUE(buffer);
+    scratch = buffer->acquire_host_scratch(n);
+    ASSERT_TRUE(scratch);
+    std::vector<unsigned char> expected = random_bytes(n, 13);
+    std::memcpy(scratch->data(), expected.data(), n);
+    std::unique_ptr<Completion> done;
+    std::string why;
+    ASSERT_EQ(buffer->copy_from_host(0, scratch->data(), n, &done, &why), MPI_SUCCESS) << why;
+    ASSERT_TRUE(wait_for(*done));
+    std::memset(scratch->data(), 0, n);
+    ASSERT_EQ(buffer->copy_to_host(0, scratch->data(), n, &done, &why), MPI_SUCCESS) << why;
+    ASSERT_TRUE(wait_for(*done));
+    EXPECT_EQ(std::memcmp(scratch->data(), expected.data(), n), 0);
+
+    // Two held at once are two buffers; given back, one serves the next scratch of its
+    // size. A few bytes take a page, which every other scratch of a few bytes shares.
+    pinned = counter_value("opencl.pinned.alloc");
+    std::unique_ptr<HostScratch> again = buffer->acquire_host_scratch(n);
+    ASSERT_TRUE(again);
+    EXPECT_EQ(counter_value("opencl.pinned.alloc"), pinned + 1);
+    EXPECT_NE(again->data(), scratch->data());
+    char *kept = scratch->data();
+    scratch.reset();
+    scratch = buffer->acquire_host_scratch(n);
+    ASSERT_TRUE(scratch);
+    EXPECT_EQ(scratch->data(), kept);
+    std::unique_ptr<HostScratch> small = buffer->acquire_host_scratch(8);
+    ASSERT_TRUE(small);
+    EXPECT_EQ(small->size(), 4096u);
+    char *small_data = small->data();
+    small.reset();
+    small = buffer->acquire_host_scratch(1000);
+    ASSERT_TRUE(small);
+    EXPECT_EQ(small->data(), small_data);
+    // Past the budget (128 MiB) there is none: the caller stages through memory of its own.
+    EXPECT_FALSE(buffer->acquire_host_scratch((128u << 20) + 1));
+}
+
 TEST_F(OpenClAccelTest, cache_off_creates_fresh_objects_each_time) {
     cl_uint baseline = context_reference_count(user_.context.get());
     auto accel = make_accel(0);

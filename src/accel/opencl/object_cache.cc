@@ -319,7 +319,12 @@ ReceiveBounces::~ReceiveBounces() {
 }
 
 void *ReceiveBounces::acquire(std::size_t bytes) {
-    if (!offered_.load(std::memory_order_relaxed) || bytes == 0) return nullptr;
+    if (!offered_.load(std::memory_order_relaxed)) return nullptr;
+    return acquire_for_scratch(bytes);
+}
+
+void *ReceiveBounces::acquire_for_scratch(std::size_t bytes) {
+    if (bytes == 0) return nullptr;
     std::lock_guard<std::mutex> lock(mutex_);
     // The smallest reusable_for the request; among equals the most recently released (a
     // receive loop keeps reusing one).

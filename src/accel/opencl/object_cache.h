@@ -194,6 +194,9 @@ private:
 // only once a receive of the entry got a payload of at least 64 KiB in pageable memory,
 // so that device-to-device traffic (envelopes only) never pays for them. Reused, the
 // smallest fit first; bounded in bytes, and past the bound receives use pageable memory.
+// Collectives staged through host memory take their scratch from here too, unoffered:
+// they always stage, and a non-blocking read into pageable memory is what NVIDIA's OpenCL
+// does slowest (docs/performance.md, 'OpenCL collective scratch').
 class ReceiveBounces {
 public:
     ReceiveBounces(std::unique_ptr<PinnedAllocator> allocator, std::size_t budget_bytes);
@@ -203,6 +206,8 @@ public:
     // At least `bytes` of pinned memory, or null: not offered yet, over the budget, or
     // an allocation failed (not tried again).
     void *acquire(std::size_t bytes);
+    // The same whether offered or not, for a caller that stages every time.
+    void *acquire_for_scratch(std::size_t bytes);
     void release(void *bounce);
     void offer() { offered_.store(true, std::memory_order_relaxed); }
     std::size_t allocated_bytes() const;

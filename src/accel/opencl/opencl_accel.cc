@@ -183,6 +183,23 @@ public:
     bool test() override { return true; }
 };
 
+// A receive bounce lent as a collective's scratch; back to its entry when this dies.
+class OpenClHostScratch final : public HostScratch {
+public:
+    OpenClHostScratch(std::shared_ptr<opencl::CacheEntry> entry, void *data, std::size_t size)
+        : entry_(std::move(entry)), data_(data), size_(size) {}
+    ~OpenClHostScratch() override { entry_->receive_bounces().release(data_); }
+    OpenClHostScratch(const OpenClHostScratch &) = delete;
+    OpenClHostScratch &operator=(const OpenClHostScratch &) = delete;
+    char *data() const override { return static_cast<char *>(data_); }
+    std::size_t size() const override { return size_; }
+
+private:
+    std::shared_ptr<opencl::CacheEntry> entry_;
+    void *data_;
+    std::size_t size_;
+};
+
 }  // namespace
 
 OpenClSettings OpenClSettings::from(const AccelSettings &settings) {
@@ -379,6 +396,15 @@ int OpenClDeviceBuffer::reduce_local(DeviceBuffer &in_buffer, const ReduceSpec &
         return MPI_ERR_OTHER;
     }
     return MPI_SUCCESS;
+}
+
+std::unique_ptr<HostScratch> OpenClDeviceBuffer::acquire_host_scratch(std::size_t bytes) {
+    constexpr std::size_t kPage = 4096;
+    if (bytes > SIZE_MAX - kPage) return nullptr;
+    const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
+    void *data = entry_->receive_bounces().acquire_for_scratch(rounded);
+    if (!data) return nullptr;
+    return std::make_unique<OpenClHostScratch>(entry_, data, rounded);
 }
 
 std::unique_ptr<Completion> OpenClDeviceBuffer::dependency() {

@@ -73,6 +73,10 @@ public:
     void note_pageable_payload(std::size_t bytes) override {
         if (bytes >= kOfferBouncesFrom) entry_->receive_bounces().offer();
     }
+    // From the entry's ReceiveBounces whether offered or not, in whole pages (scratches
+    // of a few bytes share one buffer); null past their budget. The scratch keeps the
+    // entry alive, so a persistent collective may hold it across captures.
+    std::unique_ptr<HostScratch> acquire_host_scratch(std::size_t bytes) override;
     // Below this, a copy from pageable memory is as fast as from pinned; from here on the
     // pinned one is faster (docs/performance.md, 'OpenCL receive bounces').
     static constexpr std::size_t kOfferBouncesFrom = 64u << 10;
