@@ -21,8 +21,9 @@
 namespace mpiacc {
 namespace {
 
-// Below this, staging through host memory and MPICH's collective is faster: the
-// crossover measured by bench/coll (docs/performance.md, "Device collectives").
+// Below this, staging through host memory and MPICH's collective. Not yet measured for
+// the leader on one GPU (docs/performance.md, "Device collectives"): the first forms
+// overtook staging from 1 MiB.
 constexpr std::size_t kDeviceCollectiveMin = 256u << 10;
 
 // The private duplicate's tags, one per step, so that a step never matches another's.
@@ -200,7 +201,7 @@ bool agree(MPI_Comm comm, const char *call, bool mine, bool mappable, int device
     }
     const bool one_gpu = v[1] == -v[2] && v[3] == -v[4] && v[3] >= 0 && !ctx.knobs.test_coll_spread;
     // Ranks on one GPU whose buffers the leader cannot map (IPC off, managed memory)
-    // would copy in turns through the GPU's context switches: staging is faster.
+    // would each copy, paying the GPU's context switches: staging is faster.
     if (v[0] != 0 || (one_gpu && v[5] != 0)) {
         MPIACC_COUNT("coll.device_declined");
         return false;

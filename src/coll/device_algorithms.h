@@ -1,14 +1,16 @@
 // Large collectives on CUDA buffers by MPI-ACC's own algorithms: the data moves over
 // MPI-ACC's point-to-point paths (an IPC pull inside a node, the pipeline between nodes)
 // and is reduced by the GPU's kernels, where staging through host memory would take two
-// copies across PCIe and a reduction on the CPU. Allreduce is a reduce-scatter plus an
-// allgather; Bcast a binomial tree; Allgather and Reduce_scatter_block send each block
-// straight to its owner.
+// copies across PCIe and a reduction on the CPU. Ranks that all work on one GPU leave
+// every copy and reduction to one leader that maps their buffers (one_gpu.h). Ranks
+// with GPUs of their own hand NCCL what it has (nccl.h), and otherwise send over the
+// point-to-point paths: Allreduce as a reduce-scatter plus an allgather, Bcast down a
+// binomial tree, Allgather and Reduce_scatter_block each block straight to its owner.
 //
 // Every rank of a communicator must take the same path, and a rank cannot see the
 // others' buffers. So a collective of at least device_collective_min() bytes begins, on
-// every rank alike, with a one-word agreement on a private duplicate of the
-// communicator: MPI-ACC's algorithms run only when every rank's buffers are CUDA memory
+// every rank alike, with a small agreement (an allreduce of six integers) on a private
+// duplicate of the communicator: MPI-ACC's algorithms run only when every rank's buffers are CUDA memory
 // of a type they take; otherwise all stage (staged.h). Smaller collectives stage without
 // asking anyone. The agreement is paid only where some rank of MPI_COMM_WORLD has a CUDA
 // device (Context::device_collectives), one small MPICH allreduce per large collective.
