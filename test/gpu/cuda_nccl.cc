@@ -217,7 +217,7 @@ int main(int argc, char **argv) {
     if (skip.empty()) {
         CK(cudaSetDevice(0));
         CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-        nccl_arm("nccl_comm_for(MPI_COMM_SELF)", 120);
+        gpu_arm("nccl_comm_for(MPI_COMM_SELF)", 120);
         self_nc = mpiacc::nccl_comm_for(MPI_COMM_SELF, &why);
         alarm(0);
     }
@@ -231,7 +231,7 @@ int main(int argc, char **argv) {
         return mt_finalize();
     }
     printf("# %s\n", mpiacc::nccl_status().c_str());
-    nccl_arm("the NCCL cases", 300);
+    gpu_arm("the NCCL cases", 300);
     comms();
     allreduce();
     rooted_and_gathers();

@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
     CK(cudaSetDevice(0));  // both ranks, on purpose
     CK(cudaFree(nullptr));
     printf("# %s\n", mpiacc::nccl_status().c_str());
-    nccl_arm("the shared-GPU cases", 120);
+    gpu_arm("the shared-GPU cases", 120);
     world_is_refused();
     each_rank_alone_is_served();
     alarm(0);

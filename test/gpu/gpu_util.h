@@ -188,7 +188,7 @@ static unsigned char *gpu_readback; /* pinned, GPU_REF_MAX + GPU_GUARD + GPU_REF
 static inline size_t gpu_offset(int k) { return (size_t)(((unsigned)k * 2654435761u) >> 8) % 509 * 8; }
 
 static inline void gpu_ref_init(void) {
-    gpu_ref = malloc(GPU_REF_MAX + GPU_REF_SLACK);
+    gpu_ref = (unsigned char *)malloc(GPU_REF_MAX + GPU_REF_SLACK);
     if (!gpu_ref) gpu_die(__FILE__, __LINE__, "out of host memory");
     mt_fill(gpu_ref, GPU_REF_MAX + GPU_REF_SLACK, 0x6a09e667f3bcc908ull);
     CK(cudaMallocHost((void **)&gpu_readback, GPU_REF_MAX + GPU_GUARD + GPU_REF_SLACK));

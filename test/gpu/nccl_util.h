@@ -14,48 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "../mpi/mpitest.h"
 #include "coll/nccl.h"
+#include "gpu_util.h" /* gpu_die, CK, gpu_arm */
 
-#define NCCL_GUARD 256
-#define NCCL_SENTINEL 0xa5
-
-[[noreturn]] inline void nccl_test_die(const char *file, int line, const std::string &what) {
-    fprintf(stderr, "# [rank %d] %s:%d: %s: FATAL: %s\n", mt_rank, file, line, mt_case_name ? mt_case_name : "setup",
-            what.c_str());
-    printf("Bail out! rank %d: %s: %s\n", mt_rank, mt_case_name ? mt_case_name : "setup", what.c_str());
-    fflush(stdout);
-    MPI_Abort(MPI_COMM_WORLD, 3);
-    _exit(3);
-}
-
-#define CK(call)                                                                                    \
-    do {                                                                                            \
-        cudaError_t ck_e_ = (call);                                                                 \
-        if (ck_e_ != cudaSuccess)                                                                   \
-            nccl_test_die(__FILE__, __LINE__, std::string(#call) + ": " + cudaGetErrorName(ck_e_)); \
-    } while (0)
-
-/* ------------------------------------------------------------------ watchdog */
-
-static char nccl_watch_msg[300];
-static size_t nccl_watch_len;
-
-inline void nccl_watchdog(int) {
-    ssize_t w = write(STDOUT_FILENO, nccl_watch_msg, nccl_watch_len);
-    w = write(STDERR_FILENO, nccl_watch_msg, nccl_watch_len);
-    (void)w;
-    _exit(124);
-}
-
-/* A case that hangs ends the job with its name instead. */
-inline void nccl_arm(const char *name, unsigned seconds) {
-    int n = snprintf(nccl_watch_msg, sizeof nccl_watch_msg, "Bail out! rank %d: %s did not finish within %u s\n",
-                     mt_rank, name, seconds);
-    nccl_watch_len = n < 0 ? 0 : static_cast<size_t>(n) < sizeof nccl_watch_msg ? n : sizeof nccl_watch_msg - 1;
-    signal(SIGALRM, nccl_watchdog);
-    alarm(seconds);
-}
+#define NCCL_GUARD GPU_GUARD
+#define NCCL_SENTINEL GPU_SENTINEL
 
 /* ------------------------------------------------------------------ whether to run */
 
