@@ -20,6 +20,7 @@
 
 #include "accel/accel.h"
 #include "coll/nccl.h"
+#include "netmod/ib/devices.h"
 #include "core/knobs.h"
 #include "mpiacc.h"
 #include "util/counters.h"
@@ -121,6 +122,8 @@ void print_config() {
     }
     // Loads libnccl.so.2 as the library would for its first collective on CUDA buffers.
     line("NCCL:", mpiacc::nccl_status());
+    // What rdma-core's verbs see: the ports the verbs netmod (not in this release) will use.
+    for (const std::string &l : mpiacc::rdma_port_lines()) line("RDMA:", l);
 }
 
 // Values that do not parse or lie outside their knob's range are listed after the knobs:

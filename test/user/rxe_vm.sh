@@ -13,7 +13,7 @@ if [ "${MPIACC_RXE_VM:-0}" != 1 ]; then
   exit 0
 fi
 set -- $steps
-n=$(($# + 1))
+n=$(($# + 2))
 echo "1..$n"
 log=$(mktemp "${TMPDIR:-/tmp}/mpiacc-rxe-vm-test.XXXXXX") || exit 1
 trap 'rm -f "$log"' EXIT
@@ -38,4 +38,24 @@ else
   echo "not ok $i - rxe_vm_self_test_status"
   echo "# exit $rc"
   tail -n 20 "$log" | sed 's/^/# /'
+fi
+
+# The RDMA ports as MPI-ACC lists them (src/netmod/ib/devices.cc, as mpiacc_info
+# --config does), from a program built on the host without the library's CUDA runtime.
+i=$((i + 1))
+ports="$srcdir/test/netmod/rdma_ports"
+if [ ! -x "$ports" ]; then
+  echo "ok $i - rxe_vm_lists_both_rxe_ports_active_with_gids # SKIP test/netmod/rdma_ports not built (configure found no libibverbs)"
+else
+  "$srcdir/maint/rxe-vm" test/netmod/rdma_ports >"$log" 2>&1
+  rc=$?
+  if [ "$rc" = 0 ] && grep -q '^RDMA: rxe0 port 1: ACTIVE, Ethernet, MTU [0-9]*, GID ' "$log" &&
+    grep -q '^RDMA: rxe1 port 1: ACTIVE, Ethernet, MTU [0-9]*, GID ' "$log"; then
+    echo "ok $i - rxe_vm_lists_both_rxe_ports_active_with_gids"
+    grep '^RDMA: ' "$log" | sed 's/^/# /'
+  else
+    echo "not ok $i - rxe_vm_lists_both_rxe_ports_active_with_gids"
+    echo "# exit $rc"
+    tail -n 20 "$log" | sed 's/^/# /'
+  fi
 fi
