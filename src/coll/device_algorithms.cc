@@ -10,6 +10,7 @@
 
 #include "accel/accel.h"
 #include "accel/reduce_op.h"
+#include "coll/device_copies.h"
 #include "coll/issue_order.h"
 #include "coll/nccl.h"
 #include "coll/one_gpu.h"
@@ -266,17 +267,10 @@ int copy_on_device(void *dst, MPI_Datatype dst_type, const void *src, MPI_Dataty
     std::unique_ptr<DeviceBuffer> from, to;
     rc = cuda->capture(const_cast<void *>(src), bytes, from_attrs, &from, why);
     if (rc == MPI_SUCCESS) rc = cuda->capture(dst, bytes, to_attrs, &to, why);
-    std::unique_ptr<Completion> done;
-    if (rc == MPI_SUCCESS) rc = from->copy_to_device(0, *to, 0, bytes, &done, why);
-    if (rc != MPI_SUCCESS || !done) return rc;
-    done->wait_bounded();
-    while (!done->test()) {
-    }
-    if (done->error() != MPI_SUCCESS) {
-        *why = "device copy failed: " + done->what();
-        return done->error();
-    }
-    return MPI_SUCCESS;
+    DeviceCopies copies;
+    if (rc == MPI_SUCCESS) rc = copies.copy(*from, 0, *to, 0, bytes, why);
+    const int copied = copies.wait(why);
+    return rc != MPI_SUCCESS ? rc : copied;
 }
 
 // Reduces each of `n` slots of `stride` bytes at `slots` into `acc` (acc = slot op acc),

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "accel/reduce_op.h"
+#include "coll/device_copies.h"
 #include "core/buffer_desc.h"
 #include "util/error.h"
 
@@ -17,44 +18,6 @@ enum : int { kTagHandles = 11, kTagDone = 12 };
 struct Handles {
     IpcExport region[2];
     std::uint32_t present[2];
-};
-
-// Copies in flight in the leader's context, waited for together. Nothing in flight
-// outlives the buffers: the destructor waits too.
-class Copies {
-public:
-    Copies() = default;
-    Copies(const Copies &) = delete;
-    Copies &operator=(const Copies &) = delete;
-    ~Copies() {
-        std::string why;
-        wait(&why);
-    }
-    int copy(DeviceBuffer &src, std::size_t src_at, DeviceBuffer &dst, std::size_t dst_at, std::size_t len,
-             std::string *why) {
-        if (len == 0) return MPI_SUCCESS;
-        std::unique_ptr<Completion> done;
-        int rc = src.copy_to_device(src_at, dst, dst_at, len, &done, why);
-        if (rc == MPI_SUCCESS && done) pending_.push_back(std::move(done));
-        return rc;
-    }
-    int wait(std::string *why) {
-        int rc = MPI_SUCCESS;
-        for (auto &d : pending_) {
-            d->wait_bounded();
-            while (!d->test()) {
-            }
-            if (d->error() != MPI_SUCCESS && rc == MPI_SUCCESS) {
-                rc = d->error();
-                *why = "device copy failed: " + d->what();
-            }
-        }
-        pending_.clear();
-        return rc;
-    }
-
-private:
-    std::vector<std::unique_ptr<Completion>> pending_;
 };
 
 // Waits for a request of MPICH's with MPI-ACC's progress (MPI_Wait on a plain request).
@@ -156,7 +119,7 @@ int one_gpu_allreduce(OneGpuArgs &args, MPI_Count count, MPI_Datatype type, MPI_
     DeviceBuffer &acc = *args.region[1].buffer;
     const std::size_t bytes = args.region[1].bytes;
     const int device = acc.device_ordinal();
-    Copies copies;
+    DeviceCopies copies;
     if (rc == MPI_SUCCESS && args.region[0].buffer) {
         rc = copies.copy(*args.region[0].buffer, 0, acc, 0, bytes, why);
         if (rc == MPI_SUCCESS) rc = copies.wait(why);
@@ -181,7 +144,7 @@ int one_gpu_bcast(OneGpuArgs &args, int root, MPI_Comm priv, int me, int p, std:
     int rc = gather_handles(&h, root, p, priv);
     DeviceBuffer &src = *args.region[1].buffer;
     const std::size_t bytes = args.region[1].bytes;
-    Copies copies;
+    DeviceCopies copies;
     std::vector<std::unique_ptr<DeviceBuffer>> out(static_cast<std::size_t>(p));
     for (int k = 0; k < p && rc == MPI_SUCCESS; ++k) {
         if (k == root) continue;
@@ -202,7 +165,7 @@ int one_gpu_allgather(OneGpuArgs &args, bool in_place, MPI_Comm priv, int me, in
     DeviceBuffer &all = *args.region[1].buffer;
     const std::size_t total = args.region[1].bytes, block = total / static_cast<std::size_t>(p);
     const int device = all.device_ordinal();
-    Copies copies;
+    DeviceCopies copies;
     if (rc == MPI_SUCCESS && !in_place) rc = copies.copy(*args.region[0].buffer, 0, all, leader * block, block, why);
     // Every block into the leader's buffer, then the whole to every peer.
     std::vector<std::unique_ptr<DeviceBuffer>> in(static_cast<std::size_t>(p)), out(in.size());
@@ -234,7 +197,7 @@ int one_gpu_reduce_scatter_block(OneGpuArgs &args, MPI_Count recvcount, MPI_Data
     // The whole vector reduced in the leader's scratch, then each rank's block to it.
     OneGpuRegion acc;
     if (rc == MPI_SUCCESS) rc = acc.capture(scratch, type, total, false, why);
-    Copies copies;
+    DeviceCopies copies;
     if (rc == MPI_SUCCESS) rc = copies.copy(*args.region[0].buffer, 0, *acc.buffer, 0, total, why);
     if (rc == MPI_SUCCESS) rc = copies.wait(why);
     for (int k = 1; k < p && rc == MPI_SUCCESS; ++k) {
