@@ -170,15 +170,24 @@ struct Shape {
     bool one_gpu = false;
 };
 
-// The large-call filter every rank applies alike: the same count, type signature and
-// communicator everywhere.
-bool worth_agreeing(MPI_Comm comm, std::size_t bytes) {
-    if (!context().device_collectives || bytes < device_collective_min()) return false;
+// The large-call filter every rank applies alike (the same count, type signature and
+// communicator everywhere): `count` elements of `type`, times the rank count where
+// `per_rank`, on an intracommunicator of at least two ranks. Sets the communicator's
+// size and this rank's place. Cheapest test first: it runs for every blocking call of
+// these four where some rank has CUDA, host calls too.
+bool large_call(MPI_Comm comm, MPI_Count count, MPI_Datatype type, bool per_rank, int *p, int *me) {
+    if (!context().device_collectives) return false;
+    const std::size_t min = device_collective_min(), bytes = signature_bytes(count, type);
+    if (bytes == 0 || (!per_rank && bytes < min)) return false;
+    PMPI_Comm_size(comm, p);
+    if (*p < 2 || (per_rank && bytes * static_cast<std::size_t>(*p) < min)) return false;
     int inter = 0;
-    return PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return false;
+    PMPI_Comm_rank(comm, me);
+    return true;
 }
 
-// The agreement on the private duplicate, after worth_agreeing. `mappable`: the leader
+// The agreement on the private duplicate, after large_call. `mappable`: the leader
 // may map this rank's buffers (one_gpu.h). True when the algorithms run (*shape says
 // how), or when the agreement failed: *rc is then its error, reported.
 bool agree(MPI_Comm comm, const char *call, bool mine, bool mappable, int device, MPI_Comm *priv, Shape *shape,
@@ -347,9 +356,7 @@ std::size_t device_collective_min() {
 bool device_allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                       const char *call, int *rc) {
     int p = 0, me = 0;
-    PMPI_Comm_size(comm, &p);
-    PMPI_Comm_rank(comm, &me);
-    if (p < 2 || !worth_agreeing(comm, signature_bytes(count, type))) return false;
+    if (!large_call(comm, count, type, false, &p, &me)) return false;
     const bool in_place = sendbuf == MPI_IN_PLACE;
     std::size_t size = 0;
     int device = -1, send_device = -1;
@@ -410,9 +417,7 @@ bool device_allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_D
 bool device_reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count recvcount, MPI_Datatype type, MPI_Op op,
                                  MPI_Comm comm, const char *call, int *rc) {
     int p = 0, me = 0;
-    PMPI_Comm_size(comm, &p);
-    PMPI_Comm_rank(comm, &me);
-    if (p < 2 || !worth_agreeing(comm, signature_bytes(recvcount * p, type))) return false;
+    if (!large_call(comm, recvcount, type, true, &p, &me)) return false;
     std::size_t size = 0;
     int device = -1, send_device = -1;
     ReduceSpec spec;
@@ -466,10 +471,8 @@ bool device_reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count r
 bool device_bcast(void *buffer, MPI_Count count, MPI_Datatype type, int root, MPI_Comm comm, const char *call,
                   int *rc) {
     int p = 0, me = 0;
-    PMPI_Comm_size(comm, &p);
-    PMPI_Comm_rank(comm, &me);
     // A bad root is MPICH's to report.
-    if (p < 2 || root < 0 || root >= p || !worth_agreeing(comm, signature_bytes(count, type))) return false;
+    if (!large_call(comm, count, type, false, &p, &me) || root < 0 || root >= p) return false;
     std::size_t size = 0;
     int device = -1;
     std::string why;
@@ -523,9 +526,7 @@ bool device_bcast(void *buffer, MPI_Count count, MPI_Datatype type, int root, MP
 bool device_allgather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                       MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, const char *call, int *rc) {
     int p = 0, me = 0;
-    PMPI_Comm_size(comm, &p);
-    PMPI_Comm_rank(comm, &me);
-    if (p < 2 || !worth_agreeing(comm, signature_bytes(recvcount, recvtype) * p)) return false;
+    if (!large_call(comm, recvcount, recvtype, true, &p, &me)) return false;
     const bool in_place = sendbuf == MPI_IN_PLACE;
     std::size_t size = 0, send_size = 0;
     int device = -1, send_device = -1;
