@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -22,56 +23,75 @@
 namespace mpiacc {
 namespace {
 
-// Below this, staging through host memory and MPICH's collective. Not yet measured for
-// the leader on one GPU (docs/performance.md, "Device collectives"): the first forms
-// overtook staging from 1 MiB.
-constexpr std::size_t kDeviceCollectiveMin = 256u << 10;
+// Smallest collectives (bytes of the whole buffer) MPI-ACC's algorithms take; below,
+// staging through host memory and MPICH's collective. Ranks on one GPU, measured on one
+// H100 with 2 and 4 ranks (docs/performance.md, "Device collectives"): the leader beats
+// staging at every size but for the smallest broadcasts, where staging pays no context
+// switch. Ranks with GPUs of their own: not yet measured, the first forms' crossover.
+enum class Coll { ALLREDUCE, BCAST, ALLGATHER, REDUCE_SCATTER_BLOCK };
+std::size_t one_gpu_min(Coll c) { return c == Coll::BCAST ? 4u << 10 : 1; }
+constexpr std::size_t kSpreadMin = 256u << 10;
 
 // The private duplicate's tags, one per step, so that a step never matches another's.
 enum : int { kTagReduceScatter = 1, kTagAllgather = 2, kTagBcast = 3 };
 
-// ---------------------------------------------------------------- private duplicates
+// ---------------------------------------------------------------- per communicator
 
-int free_private_comm(MPI_Comm, int, void *value, void *) {
-    auto *dup = static_cast<MPI_Comm *>(value);
-    PMPI_Comm_free(dup);
-    delete dup;
+// What a user communicator keeps for these collectives (an attribute, freed with it):
+// the private duplicate the algorithms' messages use, made when one first runs, and where
+// the ranks' buffers were found by the last agreement in which all of them were CUDA
+// memory. Every field changes only in calls that every rank makes alike, so it is the
+// same at every rank.
+struct CommPaths {
+    enum class Seen { NOTHING, ONE_GPU, OTHER };
+    MPI_Comm dup = MPI_COMM_NULL;
+    Seen seen = Seen::NOTHING;
+    std::uint64_t unseen_calls = 0;  // filtered calls while nothing was seen
+};
+
+int free_comm_paths(MPI_Comm, int, void *value, void *) {
+    auto *paths = static_cast<CommPaths *>(value);
+    if (paths->dup != MPI_COMM_NULL) PMPI_Comm_free(&paths->dup);
+    delete paths;
     return MPI_SUCCESS;
 }
 
-int private_keyval() {
+int paths_keyval() {
     static int keyval = MPI_KEYVAL_INVALID;
     static std::once_flag once;
-    std::call_once(once, [] { PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_private_comm, &keyval, nullptr); });
+    std::call_once(once, [] { PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_comm_paths, &keyval, nullptr); });
     return keyval;
 }
 
-// The communicator's private duplicate, made on its first large collective (every rank
-// makes it there, in the same call) and freed with it by the attribute's delete callback.
-// Errors on it are returned, not fatal: they are reported on the user's communicator.
-int private_comm(MPI_Comm comm, MPI_Comm *out) {
-    const int keyval = private_keyval();
-    if (keyval == MPI_KEYVAL_INVALID) return MPI_ERR_INTERN;
-    MPI_Comm *dup = nullptr;
+// The communicator's CommPaths, made at its first filtered collective; null where the
+// attribute cannot be kept.
+CommPaths *comm_paths(MPI_Comm comm) {
+    const int keyval = paths_keyval();
+    if (keyval == MPI_KEYVAL_INVALID) return nullptr;
+    CommPaths *paths = nullptr;
     int flag = 0;
-    PMPI_Comm_get_attr(comm, keyval, &dup, &flag);
-    if (flag) {
-        *out = *dup;
-        return MPI_SUCCESS;
+    PMPI_Comm_get_attr(comm, keyval, &paths, &flag);
+    if (flag) return paths;
+    auto made = std::make_unique<CommPaths>();
+    if (PMPI_Comm_set_attr(comm, keyval, made.get()) != MPI_SUCCESS) return nullptr;
+    return made.release();
+}
+
+// The private duplicate, made by every rank in the same call (the first that runs an
+// algorithm). Errors on it are returned, not fatal: they are reported on the user's
+// communicator.
+int private_comm(CommPaths *paths, MPI_Comm comm, MPI_Comm *out) {
+    if (paths->dup == MPI_COMM_NULL) {
+        MPI_Comm made = MPI_COMM_NULL;
+        MPI_Request r;
+        int rc = PMPI_Comm_idup(comm, &made, &r);
+        if (rc == MPI_SUCCESS) rc = MPI_Wait(&r, MPI_STATUS_IGNORE);  // with MPI-ACC's progress
+        if (rc != MPI_SUCCESS) return rc;
+        PMPI_Comm_set_name(made, "MPI-ACC collectives");
+        PMPI_Comm_set_errhandler(made, MPI_ERRORS_RETURN);
+        paths->dup = made;
     }
-    auto made = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
-    MPI_Request r;
-    int rc = PMPI_Comm_idup(comm, made.get(), &r);
-    if (rc == MPI_SUCCESS) rc = MPI_Wait(&r, MPI_STATUS_IGNORE);  // with MPI-ACC's progress
-    if (rc != MPI_SUCCESS) return rc;
-    PMPI_Comm_set_name(*made, "MPI-ACC collectives");
-    PMPI_Comm_set_errhandler(*made, MPI_ERRORS_RETURN);
-    rc = PMPI_Comm_set_attr(comm, keyval, made.get());
-    if (rc != MPI_SUCCESS) {
-        PMPI_Comm_free(made.get());
-        return rc;
-    }
-    *out = *made.release();
+    *out = paths->dup;
     return MPI_SUCCESS;
 }
 
@@ -170,28 +190,58 @@ struct Shape {
     bool one_gpu = false;
 };
 
-// The large-call filter every rank applies alike (the same count, type signature and
-// communicator everywhere): `count` elements of `type`, times the rank count where
-// `per_rank`, on an intracommunicator of at least two ranks. Sets the communicator's
-// size and this rank's place. Cheapest test first: it runs for every blocking call of
-// these four where some rank has CUDA, host calls too.
-bool large_call(MPI_Comm comm, MPI_Count count, MPI_Datatype type, bool per_rank, int *p, int *me) {
+// A call that passed the filter: its communicator's state, and the bytes of its whole
+// buffer.
+struct Filtered {
+    CommPaths *paths = nullptr;
+    Coll coll = Coll::ALLREDUCE;
+    std::size_t bytes = 0;
+};
+
+std::size_t min_for(Coll coll, bool one_gpu) {
+    const std::size_t knob = context().knobs.test_coll_device_min;
+    return knob ? knob : one_gpu ? one_gpu_min(coll) : kSpreadMin;
+}
+
+// The filter every rank applies alike (the same count, type signature and communicator
+// everywhere, and the communicator's CommPaths): `count` elements of `type`, times the
+// rank count where `per_rank`, on an intracommunicator of at least two ranks, from the
+// minimum of the ranks' placing the last agreement found. Until one has found it, calls
+// below kSpreadMin still ask, the 1st, 2nd, 4th, 8th... so that a program of small
+// collectives learns it soon and one of host collectives pays a few agreements. Sets
+// the communicator's size and this rank's place. Cheapest test first: it runs for every
+// blocking call of these four where some rank has CUDA, host calls too.
+bool large_call(MPI_Comm comm, MPI_Count count, MPI_Datatype type, bool per_rank, Coll coll, int *p, int *me,
+                Filtered *f) {
     if (!context().device_collectives) return false;
-    const std::size_t min = device_collective_min(), bytes = signature_bytes(count, type);
-    if (bytes == 0 || (!per_rank && bytes < min)) return false;
+    std::size_t bytes = signature_bytes(count, type);
+    if (bytes == 0 || (!per_rank && bytes < min_for(coll, true))) return false;
     PMPI_Comm_size(comm, p);
-    if (*p < 2 || (per_rank && bytes * static_cast<std::size_t>(*p) < min)) return false;
+    if (per_rank) bytes *= static_cast<std::size_t>(*p);
+    if (*p < 2 || bytes < min_for(coll, true)) return false;
     int inter = 0;
     if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return false;
+    CommPaths *paths = comm_paths(comm);
+    if (!paths) return false;
+    if (bytes < min_for(coll, false)) {
+        using Seen = CommPaths::Seen;
+        if (paths->seen == Seen::OTHER) return false;
+        if (paths->seen == Seen::NOTHING) {
+            const std::uint64_t n = ++paths->unseen_calls;
+            if ((n & (n - 1)) != 0) return false;
+        }
+    }
     PMPI_Comm_rank(comm, me);
+    *f = {paths, coll, bytes};
     return true;
 }
 
-// The agreement on the private duplicate, after large_call. `mappable`: the leader
-// may map this rank's buffers (one_gpu.h). True when the algorithms run (*shape says
-// how), or when the agreement failed: *rc is then its error, reported.
-bool agree(MPI_Comm comm, const char *call, bool mine, bool mappable, int device, MPI_Comm *priv, Shape *shape,
-           int *rc) {
+// The agreement on the user's communicator, after large_call: a collective every rank
+// makes there in the same place. `mappable`: the leader may map this rank's buffers
+// (one_gpu.h). True when the algorithms run (*shape says how, *priv is the private
+// duplicate), or when the agreement failed: *rc is then its error, reported.
+bool agree(MPI_Comm comm, const char *call, const Filtered &f, bool mine, bool mappable, int device, MPI_Comm *priv,
+           Shape *shape, int *rc) {
     const Context &ctx = context();
     // A nonblocking collective still waiting for its inputs goes to MPICH before this
     // call's own: MPICH matches them in calling order.
@@ -201,9 +251,8 @@ bool agree(MPI_Comm comm, const char *call, bool mine, bool mappable, int device
     const std::int64_t node = static_cast<std::int64_t>(ctx.node_id >> 1);
     const std::int64_t gpu = mine ? accel_for(BufKind::CUDA)->device_pci_location(device) : -1;
     std::int64_t v[6] = {mine ? 0 : 1, node, -node, gpu, -gpu, mine && mappable && ctx.knobs.ipc ? 0 : 1};
-    *rc = private_comm(comm, priv);
     MPI_Request r;
-    if (*rc == MPI_SUCCESS) *rc = PMPI_Iallreduce(MPI_IN_PLACE, v, 6, MPI_INT64_T, MPI_MAX, *priv, &r);
+    *rc = PMPI_Iallreduce(MPI_IN_PLACE, v, 6, MPI_INT64_T, MPI_MAX, comm, &r);
     if (*rc == MPI_SUCCESS) *rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
     if (*rc != MPI_SUCCESS) {
         *rc = report(comm, call, *rc, "agreeing on the collective's path");
@@ -212,9 +261,16 @@ bool agree(MPI_Comm comm, const char *call, bool mine, bool mappable, int device
     const bool one_gpu = v[1] == -v[2] && v[3] == -v[4] && v[3] >= 0 && !ctx.knobs.test_coll_spread;
     // Ranks on one GPU whose buffers the leader cannot map (IPC off, managed memory)
     // would each copy, paying the GPU's context switches: staging is faster.
-    if (v[0] != 0 || (one_gpu && v[5] != 0)) {
+    const bool leader_maps = one_gpu && v[5] == 0;
+    if (v[0] == 0) f.paths->seen = leader_maps ? CommPaths::Seen::ONE_GPU : CommPaths::Seen::OTHER;
+    if (v[0] != 0 || (one_gpu && !leader_maps) || f.bytes < min_for(f.coll, one_gpu)) {
         MPIACC_COUNT("coll.device_declined");
         return false;
+    }
+    *rc = private_comm(f.paths, comm, priv);
+    if (*rc != MPI_SUCCESS) {
+        *rc = report(comm, call, *rc, "duplicating the communicator for MPI-ACC's collectives");
+        return true;
     }
     shape->one_gpu = one_gpu;
     return true;
@@ -348,15 +404,11 @@ bool by_nccl(MPI_Comm comm, MPI_Comm priv, int device, void *user_stream,
 
 }  // namespace
 
-std::size_t device_collective_min() {
-    const std::size_t knob = context().knobs.test_coll_device_min;
-    return knob ? knob : kDeviceCollectiveMin;
-}
-
 bool device_allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                       const char *call, int *rc) {
     int p = 0, me = 0;
-    if (!large_call(comm, count, type, false, &p, &me)) return false;
+    Filtered f;
+    if (!large_call(comm, count, type, false, Coll::ALLREDUCE, &p, &me, &f)) return false;
     const bool in_place = sendbuf == MPI_IN_PLACE;
     std::size_t size = 0;
     int device = -1, send_device = -1;
@@ -376,7 +428,7 @@ bool device_allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_D
     MPI_Comm priv = MPI_COMM_NULL;
     Shape shape;
     *rc = MPI_SUCCESS;
-    if (!agree(comm, call, mine, mappable, device, &priv, &shape, rc)) return false;
+    if (!agree(comm, call, f, mine, mappable, device, &priv, &shape, rc)) return false;
     if (*rc != MPI_SUCCESS) return true;  // reported
     MPIACC_COUNT("coll.device_allreduce");
     why.clear();
@@ -417,7 +469,8 @@ bool device_allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_D
 bool device_reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count recvcount, MPI_Datatype type, MPI_Op op,
                                  MPI_Comm comm, const char *call, int *rc) {
     int p = 0, me = 0;
-    if (!large_call(comm, recvcount, type, true, &p, &me)) return false;
+    Filtered f;
+    if (!large_call(comm, recvcount, type, true, Coll::REDUCE_SCATTER_BLOCK, &p, &me, &f)) return false;
     std::size_t size = 0;
     int device = -1, send_device = -1;
     ReduceSpec spec;
@@ -436,7 +489,7 @@ bool device_reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count r
     MPI_Comm priv = MPI_COMM_NULL;
     Shape shape;
     *rc = MPI_SUCCESS;
-    if (!agree(comm, call, mine, mappable, device, &priv, &shape, rc)) return false;
+    if (!agree(comm, call, f, mine, mappable, device, &priv, &shape, rc)) return false;
     if (*rc != MPI_SUCCESS) return true;  // reported
     MPIACC_COUNT("coll.device_reduce_scatter");
     why.clear();
@@ -471,8 +524,9 @@ bool device_reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count r
 bool device_bcast(void *buffer, MPI_Count count, MPI_Datatype type, int root, MPI_Comm comm, const char *call,
                   int *rc) {
     int p = 0, me = 0;
+    Filtered f;
     // A bad root is MPICH's to report.
-    if (!large_call(comm, count, type, false, &p, &me) || root < 0 || root >= p) return false;
+    if (!large_call(comm, count, type, false, Coll::BCAST, &p, &me, &f) || root < 0 || root >= p) return false;
     std::size_t size = 0;
     int device = -1;
     std::string why;
@@ -484,7 +538,7 @@ bool device_bcast(void *buffer, MPI_Count count, MPI_Datatype type, int root, MP
     MPI_Comm priv = MPI_COMM_NULL;
     Shape shape;
     *rc = MPI_SUCCESS;
-    if (!agree(comm, call, mine, mappable, device, &priv, &shape, rc)) return false;
+    if (!agree(comm, call, f, mine, mappable, device, &priv, &shape, rc)) return false;
     if (*rc != MPI_SUCCESS) return true;  // reported
     MPIACC_COUNT("coll.device_bcast");
     why.clear();
@@ -526,7 +580,8 @@ bool device_bcast(void *buffer, MPI_Count count, MPI_Datatype type, int root, MP
 bool device_allgather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
                       MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, const char *call, int *rc) {
     int p = 0, me = 0;
-    if (!large_call(comm, recvcount, recvtype, true, &p, &me)) return false;
+    Filtered f;
+    if (!large_call(comm, recvcount, recvtype, true, Coll::ALLGATHER, &p, &me, &f)) return false;
     const bool in_place = sendbuf == MPI_IN_PLACE;
     std::size_t size = 0, send_size = 0;
     int device = -1, send_device = -1;
@@ -548,7 +603,7 @@ bool device_allgather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sen
     MPI_Comm priv = MPI_COMM_NULL;
     Shape shape;
     *rc = MPI_SUCCESS;
-    if (!agree(comm, call, mine, mappable, device, &priv, &shape, rc)) return false;
+    if (!agree(comm, call, f, mine, mappable, device, &priv, &shape, rc)) return false;
     if (*rc != MPI_SUCCESS) return true;  // reported
     MPIACC_COUNT("coll.device_allgather");
     why.clear();

@@ -1,4 +1,4 @@
-// Large collectives on CUDA buffers by MPI-ACC's own algorithms: the data moves over
+// Blocking collectives on CUDA buffers by MPI-ACC's own algorithms: the data moves over
 // MPI-ACC's point-to-point paths (an IPC pull inside a node, the pipeline between nodes)
 // and is reduced by the GPU's kernels, where staging through host memory would take two
 // copies across PCIe and a reduction on the CPU. Ranks that all work on one GPU leave
@@ -8,12 +8,15 @@
 // binomial tree, Allgather and Reduce_scatter_block each block straight to its owner.
 //
 // Every rank of a communicator must take the same path, and a rank cannot see the
-// others' buffers. So a collective of at least device_collective_min() bytes begins, on
-// every rank alike, with a small agreement (an allreduce of six integers) on a private
-// duplicate of the communicator: MPI-ACC's algorithms run only when every rank's buffers are CUDA memory
-// of a type they take; otherwise all stage (staged.h). Smaller collectives stage without
-// asking anyone. The agreement is paid only where some rank of MPI_COMM_WORLD has a CUDA
-// device (Context::device_collectives), one small MPICH allreduce per large collective.
+// others' buffers. So such a collective begins, on every rank alike, with a small
+// agreement (an allreduce of six integers) on the communicator: MPI-ACC's algorithms run
+// only when every rank's buffers are CUDA memory of a type they take, and the call is at
+// least the minimum for where the buffers are (one GPU, or GPUs of their own); otherwise
+// all stage (staged.h). Which calls ask is decided from what every rank knows alike: the
+// bytes of the call and where the last agreement on that communicator found the buffers.
+// The agreement is paid only where some rank of MPI_COMM_WORLD has a CUDA device
+// (Context::device_collectives). The algorithms' own messages go over a private
+// duplicate of the communicator.
 //
 // Each function returns false when the call is not for it (below the size, not a
 // blocking intracommunicator call of a shape it takes, or a rank said no): the caller
@@ -26,9 +29,6 @@
 #include <cstddef>
 
 namespace mpiacc {
-
-// Bytes a collective moves (its whole buffer) from which the agreement is made.
-std::size_t device_collective_min();
 
 bool device_allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                       const char *call, int *rc);
