@@ -54,6 +54,7 @@ typedef struct {
     cl_mem receivers;           /* RECEIVERS ints: index of the sampled vz in `wave`, -1 elsewhere */
     cl_mem traces;              /* slots x RECEIVERS floats, 0 where not sampled here */
     int source;                 /* index of the source cell in a field, -1 when not in the slab */
+    int async;                  /* --async, while mpi-acc runs: the compute steps do not wait */
 } domain;
 
 typedef struct {
@@ -68,8 +69,9 @@ void cl_fail(cl_int err, const char *call, const char *file, int line);
         if (cl_check_err_ != CL_SUCCESS) cl_fail(cl_check_err_, #call, __FILE__, __LINE__); \
     } while (0)
 
-/* The shared compute steps, each waited for so that the time splits, added to t->compute.
- * `done` (NULL for none) gets the kernel's event, which the caller releases. */
+/* The shared compute steps, each waited for so that the time splits (unless d->async),
+ * added to t->compute. `done` (NULL for none) gets the kernel's event, which the caller
+ * releases. */
 void velocity_step(domain *d, step_times *t, cl_event *done);
 void stress_step(domain *d, int step, step_times *t, cl_event *done);
 /* Samples the receivers after step `step` when a sample is due. */
