@@ -210,8 +210,11 @@ static void build_kernels(cl_device_id device, domain *d) {
     d->record = kernel(program, "record");
     d->face = kernel(program, "face");
     clReleaseProgram(program);
-    size_t most = 1;
+    size_t most = 1, velocity_most = 1;
     CL_CHECK(clGetKernelWorkGroupInfo(d->stress, device, CL_KERNEL_WORK_GROUP_SIZE, sizeof most, &most, NULL));
+    CL_CHECK(clGetKernelWorkGroupInfo(d->velocity, device, CL_KERNEL_WORK_GROUP_SIZE, sizeof velocity_most,
+                                      &velocity_most, NULL));
+    if (velocity_most < most) most = velocity_most;
     d->local[0] = 32, d->local[1] = 4, d->local[2] = 2;
     while (d->local[0] * d->local[1] * d->local[2] > most) d->local[d->local[2] > 1 ? 2 : d->local[1] > 1 ? 1 : 0] /= 2;
     const int n[3] = {d->lnx, d->p->ny, d->p->nz};
