@@ -1,24 +1,60 @@
 #!/bin/sh
-# The soft-RoCE rig (maint/rxe-vm): boots the VM and runs its self-test, which checks
-# that both rxe devices are there and active, then moves verbs traffic between the two
-# namespaces (ibv_rc_pingpong, ib_write_bw). One case per step, from the step lines the
-# VM prints, and one for the VM's exit status. Runs when MPIACC_RXE_VM=1 (root, network
-# to the Debian mirror on the first run: CI sets it); otherwise one case skips, by name.
-# TAP output.
+# The soft-RoCE rig (maint/rxe-vm), in one boot: its self-test, which checks that both
+# rxe devices are there and active, then moves verbs traffic between them
+# (ibv_rc_pingpong, ib_write_bw); then MPI-ACC's own verbs code, built on the host
+# without the library's CUDA runtime: the port list (test/netmod/rdma_ports) and the RC
+# connection and RDMA-write layer (test/netmod/rc_write, whose TAP cases are re-emitted
+# here, each of which must pass: a skip inside the VM is a failure). Runs when
+# MPIACC_RXE_VM=1 (root, network to the Debian mirror on the first run: CI sets it);
+# otherwise every case skips, by name. TAP output.
 srcdir=$(cd "$(dirname "$0")/../.." && pwd)
 steps="ibv_devices ibv_rc_pingpong ib_write_bw"
+rc_cases="rc_address_round_trips_as_bytes_and_bad_bytes_are_named
+rc_gid_choice_prefers_roce_v2_then_global_then_link_local_ipv6
+rc_path_mtu_is_the_smaller_of_both_ends
+rc_open_of_a_missing_device_says_why
+rc_two_processes_connect_through_a_socketpair
+rc_two_processes_chunks_arrive_in_order_with_bytes_and_guards
+rc_one_process_connects_two_devices_init_rtr_rts
+rc_write_refuses_a_post_beyond_max_send_wr
+rc_write_chunks_arrive_with_imms_in_order
+rc_write_bytes_match_the_pattern_and_guards_are_untouched
+rc_layer_refuses_bad_requests_with_messages
+rc_write_with_a_wrong_rkey_completes_in_error_with_a_message
+rc_queue_pair_refuses_work_after_an_error_completion"
+names=""
+for s in $steps; do names="$names rxe_vm_$s"; done
+names="$names rxe_vm_self_test_status rxe_vm_lists_both_rxe_ports_active_with_gids"
+for c in $rc_cases; do names="$names rxe_vm_$c"; done
+names="$names rxe_vm_rc_write_exits_cleanly"
+set -- $names
+echo "1..$#"
 if [ "${MPIACC_RXE_VM:-0}" != 1 ]; then
-  echo "1..1"
-  echo "ok 1 - rxe_vm_self_test # SKIP set MPIACC_RXE_VM=1 to run it (needs root, QEMU and a Debian mirror)"
+  i=0
+  for n in $names; do
+    i=$((i + 1))
+    echo "ok $i - $n # SKIP set MPIACC_RXE_VM=1 to run it (needs root, QEMU and a Debian mirror)"
+  done
   exit 0
 fi
-set -- $steps
-n=$(($# + 2))
-echo "1..$n"
+
+ports="test/netmod/rdma_ports"
+rc_write="test/netmod/rc_write"
+built=yes
+[ -x "$srcdir/$ports" ] && [ -x "$srcdir/$rc_write" ] || built=no
+# Each part prints a marker with its exit status, so one part failing leaves the others'
+# cases standing. The VM runs this in the project directory; kept short for the kernel
+# command line.
+vm_cmd='/usr/local/bin/rxe-selftest; echo "rxe-vm: self-test exit $?"'
+if [ $built = yes ]; then
+  vm_cmd="$vm_cmd; $ports; echo \"rxe-vm: rdma_ports exit \$?\"; echo '== rc_write'"
+  vm_cmd="$vm_cmd; timeout 300 $rc_write; echo \"rxe-vm: rc_write exit \$?\""
+fi
 log=$(mktemp "${TMPDIR:-/tmp}/mpiacc-rxe-vm-test.XXXXXX") || exit 1
-trap 'rm -f "$log"' EXIT
-"$srcdir/maint/rxe-vm" >"$log" 2>&1
+trap 'rm -f "$log" "$log.rc"' EXIT
+"$srcdir/maint/rxe-vm" sh -c "$vm_cmd" >"$log" 2>&1
 rc=$?
+
 i=0
 for s in $steps; do
   i=$((i + 1))
@@ -31,31 +67,56 @@ for s in $steps; do
 done
 i=$((i + 1))
 summary=$(grep '^rxe-vm: self-test\|^rxe-vm: boot to power-off\|^rxe-vm: image built' "$log")
-if [ "$rc" = 0 ] && grep -q '^rxe-vm: self-test passed' "$log"; then
+if grep -q '^rxe-vm: self-test exit 0$' "$log" && grep -q '^rxe-vm: self-test passed' "$log"; then
   echo "ok $i - rxe_vm_self_test_status"
   echo "$summary" | sed 's/^/# /'
 else
   echo "not ok $i - rxe_vm_self_test_status"
-  echo "# exit $rc"
+  echo "# rxe-vm exit $rc"
   tail -n 20 "$log" | sed 's/^/# /'
 fi
 
 # The RDMA ports as MPI-ACC lists them (src/netmod/ib/devices.cc, as mpiacc_info
-# --config does), from a program built on the host without the library's CUDA runtime.
+# --config does).
 i=$((i + 1))
-ports="$srcdir/test/netmod/rdma_ports"
-if [ ! -x "$ports" ]; then
-  echo "ok $i - rxe_vm_lists_both_rxe_ports_active_with_gids # SKIP test/netmod/rdma_ports not built (configure found no libibverbs)"
+name=rxe_vm_lists_both_rxe_ports_active_with_gids
+if [ $built = no ]; then
+  echo "ok $i - $name # SKIP test/netmod not built (configure found no libibverbs)"
+elif grep -q '^rxe-vm: rdma_ports exit 0$' "$log" &&
+  grep -q '^RDMA: rxe0 port 1: ACTIVE, Ethernet, MTU [0-9]*, GID ' "$log" &&
+  grep -q '^RDMA: rxe1 port 1: ACTIVE, Ethernet, MTU [0-9]*, GID ' "$log"; then
+  echo "ok $i - $name"
+  grep '^RDMA: ' "$log" | sed 's/^/# /'
 else
-  "$srcdir/maint/rxe-vm" test/netmod/rdma_ports >"$log" 2>&1
-  rc=$?
-  if [ "$rc" = 0 ] && grep -q '^RDMA: rxe0 port 1: ACTIVE, Ethernet, MTU [0-9]*, GID ' "$log" &&
-    grep -q '^RDMA: rxe1 port 1: ACTIVE, Ethernet, MTU [0-9]*, GID ' "$log"; then
-    echo "ok $i - rxe_vm_lists_both_rxe_ports_active_with_gids"
-    grep '^RDMA: ' "$log" | sed 's/^/# /'
-  else
-    echo "not ok $i - rxe_vm_lists_both_rxe_ports_active_with_gids"
-    echo "# exit $rc"
-    tail -n 20 "$log" | sed 's/^/# /'
+  echo "not ok $i - $name"
+  grep '^RDMA: \|^rxe-vm: rdma_ports exit' "$log" | sed 's/^/# /'
+fi
+
+# rc_write's own cases, by name, with the comment lines that follow each.
+sed -n '/^== rc_write$/,/^rxe-vm: rc_write exit/p' "$log" >"$log.rc"
+for c in $rc_cases; do
+  i=$((i + 1))
+  if [ $built = no ]; then
+    echo "ok $i - rxe_vm_$c # SKIP test/netmod not built (configure found no libibverbs)"
+    continue
   fi
+  line=$(grep -E "^(not )?ok [0-9]+ - $c( |\$)" "$log.rc")
+  case $line in
+    "ok "*" - $c") echo "ok $i - rxe_vm_$c" ;;
+    "") echo "not ok $i - rxe_vm_$c" && echo "# not reported by $rc_write" ;;
+    *) echo "not ok $i - rxe_vm_$c" && echo "# $line" ;;
+  esac
+  awk -v c="$c" '$0 ~ ("^(not )?ok [0-9]+ - " c "( |$)") {on = 1; next} on && /^# [0-9]+ of [0-9]+ failed$/ {on = 0} on && /^#/ {print; next} {on = 0}' \
+    "$log.rc"
+done
+i=$((i + 1))
+if [ $built = no ]; then
+  echo "ok $i - rxe_vm_rc_write_exits_cleanly # SKIP test/netmod not built (configure found no libibverbs)"
+elif grep -q '^rxe-vm: rc_write exit 0$' "$log.rc" && grep -q '^# 0 of 13 failed$' "$log.rc"; then
+  echo "ok $i - rxe_vm_rc_write_exits_cleanly"
+  grep '^rxe-vm: boot to power-off' "$log" | sed 's/^/# /'
+else
+  echo "not ok $i - rxe_vm_rc_write_exits_cleanly"
+  grep '^rxe-vm: rc_write exit\|^# [0-9]* of [0-9]* failed' "$log.rc" | sed 's/^/# /'
+  tail -n 20 "$log" | sed 's/^/# /'
 fi
