@@ -1,8 +1,8 @@
-/* Stencil2D on OpenCL: what the driver (main.c) and the two main loops (loop_def.c,
- * loop_mpi_acc.c) share. Each rank owns an h x w tile of the global grid, stored row-major
- * in a cl_mem with a one-cell halo all round, so one padded row holds `pitch` = w + 2 floats
- * and cell (y, x) of the tile (halo at y = 0, h + 1 and x = 0, w + 1) is element
- * y * pitch + x. */
+/* Stencil2D: what the driver (main.c), the device layer (device_opencl.c) and the two main
+ * loops (loop_def.c, loop_mpi_acc.c) share. Each rank owns an h x w tile of
+ * the global grid, stored row-major in device memory (a cl_mem) with a
+ * one-cell halo all round, so one padded row holds `pitch` = w + 2 floats and cell (y, x) of
+ * the tile (halo at y = 0, h + 1 and x = 0, w + 1) is element y * pitch + x. */
 #ifndef STENCIL2D_H_INCLUDED
 #define STENCIL2D_H_INCLUDED
 
@@ -10,6 +10,9 @@
 #include <CL/cl.h>
 #include <mpi.h>
 #include <stdio.h>
+
+/* SHOC Stencil2D's default weights. */
+static const float kCenter = 0.25f, kCardinal = 0.15f, kDiagonal = 0.05f;
 
 /* One tag per direction of travel, so that a receive can only match the face it expects even
  * where one rank is both neighbours. */
@@ -39,9 +42,31 @@ void cl_fail(cl_int err, const char *call, const char *file, int line);
         if (cl_check_err_ != CL_SUCCESS) cl_fail(cl_check_err_, #call, __FILE__, __LINE__); \
     } while (0)
 
+/* The device layer (device_opencl.c). */
+extern const char kProgram[];    /* "stencil2d": messages and the CSV's name */
+extern const char kDeviceKind[]; /* "OpenCL" */
+extern const char kDeviceHelp[]; /* the usage's lines on how a rank finds its device */
+/* 1 when this rank has a device to use (remembered for device_open), 0 when it has none. */
+int device_find(int local_rank);
+/* The queue or stream, the kernel and both buffers of the tile, on the device found. */
+void device_open(tile *t);
+/* The whole padded tile, `host`, into both buffers. */
+void device_upload(tile *t, const float *host);
+/* The interior of t->cur into `interior`, h x w packed. */
+void device_download_interior(const tile *t, float *interior);
+void device_close(tile *t);
+
 /* One iteration's compute: the stencil from t->cur into t->next, waited for, then the two
  * swapped. Both variants call it, so it counts in both main loops. */
 void stencil_step(tile *t);
+
+/* The def variants' host arrays, plain malloc memory as in most such codes (main.c). */
+typedef struct {
+    float *send_west, *recv_west, *send_east, *recv_east;     /* h floats each */
+    float *send_north, *recv_north, *send_south, *recv_south; /* pitch floats each */
+} host_halos;
+host_halos host_halos_alloc(const tile *t);
+void host_halos_free(host_halos *hh);
 
 /* The variants' main loops: `iters` halo exchanges and stencil steps on t->cur. */
 loop_times run_def(tile *t, int iters);
