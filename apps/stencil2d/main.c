@@ -6,10 +6,11 @@
  * four neighbours (two phases, so the corners come with the rows) and then applies the
  * stencil into a second buffer, and the two swap.
  *
- * This driver (options, the serial reference, --check and the CSV) runs over a device layer
- * (stencil2d.h), OpenCL's in device_opencl.c:
+ * This driver (options, the serial reference, --check and the CSV) is built twice, over the
+ * OpenCL device layer as stencil2d and over the CUDA one as stencil2d_cuda (stencil2d.h):
  *
  *   mpiexec -n 4 apps/stencil2d/stencil2d --rows 4096 --cols 4096 --iters 100 --check
+ *   mpiexec -n 4 apps/stencil2d/stencil2d_cuda --rows 4096 --cols 4096 --iters 100 --check
  *
  * Without a usable device on every rank it says so and exits with 77 (automake's "skipped").
  * See apps/stencil2d/README.md for the lines-of-code count of the loops. */

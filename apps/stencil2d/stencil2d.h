@@ -1,13 +1,19 @@
-/* Stencil2D: what the driver (main.c), the device layer (device_opencl.c) and the two main
- * loops (loop_def.c, loop_mpi_acc.c) share. Each rank owns an h x w tile of
- * the global grid, stored row-major in device memory (a cl_mem) with a
+/* Stencil2D: what the driver (main.c), the device layer and the two main loops share. The
+ * program is built twice from one driver: stencil2d on OpenCL (device_opencl.c, loop_def.c,
+ * loop_mpi_acc.c) and, with STENCIL2D_CUDA defined, stencil2d_cuda on CUDA (device_cuda.c,
+ * stencil_kernel.cu, loop_def_cuda.c, loop_mpi_acc_cuda.c). Each rank owns an h x w tile of
+ * the global grid, stored row-major in device memory (a cl_mem, or a CUDA allocation) with a
  * one-cell halo all round, so one padded row holds `pitch` = w + 2 floats and cell (y, x) of
  * the tile (halo at y = 0, h + 1 and x = 0, w + 1) is element y * pitch + x. */
 #ifndef STENCIL2D_H_INCLUDED
 #define STENCIL2D_H_INCLUDED
 
+#ifdef STENCIL2D_CUDA
+#include <cuda_runtime_api.h>
+#else
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
+#endif
 #include <mpi.h>
 #include <stdio.h>
 
@@ -24,16 +30,30 @@ typedef struct {
     int north, south, west, east; /* MPI_PROC_NULL at the edge of the grid */
     int h, w, pitch;              /* interior rows and columns; padded row length */
     int row0, col0;               /* global index of the tile's first interior cell */
-    cl_command_queue queue;       /* in order: a copy enqueued after the kernel sees its output */
+#ifdef STENCIL2D_CUDA
+    cudaStream_t stream; /* the kernel's, and the one MPI-ACC's types name */
+    float *cur, *next;   /* the grid now and the one the kernel writes */
+#else
+    cl_command_queue queue; /* in order: a copy enqueued after the kernel sees its output */
     cl_kernel kernel;
     size_t local[2], global[2]; /* the kernel's NDRange, global rounded up to local */
     cl_mem cur, next;           /* the grid now and the one the kernel writes */
+#endif
 } tile;
 
 typedef struct {
     double compute, comm; /* seconds, summed over the iterations */
 } loop_times;
 
+#ifdef STENCIL2D_CUDA
+/* Stops every rank with a message naming the CUDA call, its error and the place. */
+void cuda_fail(cudaError_t err, const char *call, const char *file, int line);
+#define CUDA_CHECK(call)                                                                           \
+    do {                                                                                           \
+        cudaError_t cuda_check_err_ = (call);                                                      \
+        if (cuda_check_err_ != cudaSuccess) cuda_fail(cuda_check_err_, #call, __FILE__, __LINE__); \
+    } while (0)
+#else
 /* Stops every rank with a message naming the OpenCL call, its error and the place. */
 void cl_fail(cl_int err, const char *call, const char *file, int line);
 #define CL_CHECK(call)                                                                      \
@@ -41,10 +61,11 @@ void cl_fail(cl_int err, const char *call, const char *file, int line);
         cl_int cl_check_err_ = (call);                                                      \
         if (cl_check_err_ != CL_SUCCESS) cl_fail(cl_check_err_, #call, __FILE__, __LINE__); \
     } while (0)
+#endif
 
-/* The device layer (device_opencl.c). */
-extern const char kProgram[];    /* "stencil2d": messages and the CSV's name */
-extern const char kDeviceKind[]; /* "OpenCL" */
+/* The device layer (device_opencl.c or device_cuda.c). */
+extern const char kProgram[];    /* "stencil2d" or "stencil2d_cuda": messages and the CSV's name */
+extern const char kDeviceKind[]; /* "OpenCL" or "CUDA" */
 extern const char kDeviceHelp[]; /* the usage's lines on how a rank finds its device */
 /* 1 when this rank has a device to use (remembered for device_open), 0 when it has none. */
 int device_find(int local_rank);
