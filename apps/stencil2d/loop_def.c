@@ -1,15 +1,8 @@
 /* The def variant: halos staged by hand, as an OpenCL program without a GPU-aware MPI does it.
  * Each face is read from the cl_mem into a host array (columns with clEnqueueReadBufferRect,
  * rows with clEnqueueReadBuffer), exchanged by MPI on host memory, and written back into the
- * halo. The host arrays are plain malloc memory, as in most such codes. */
+ * halo. */
 #include "stencil2d.h"
-
-#include <stdlib.h>
-
-typedef struct {
-    float *send_west, *recv_west, *send_east, *recv_east;     /* h floats each */
-    float *send_north, *recv_north, *send_south, *recv_south; /* pitch floats each */
-} host_halos;
 
 /* main loop: begin */
 /* Interior rows of column `col` between the cl_mem and a packed host array; the copy is left
@@ -36,16 +29,7 @@ static void row_copy(const tile *t, cl_mem buf, int row, float *host, int to_hos
 /* main loop: end */
 
 loop_times run_def(tile *t, int iters) {
-    host_halos hh = {
-        .send_west = malloc((size_t)t->h * sizeof(float)),
-        .recv_west = malloc((size_t)t->h * sizeof(float)),
-        .send_east = malloc((size_t)t->h * sizeof(float)),
-        .recv_east = malloc((size_t)t->h * sizeof(float)),
-        .send_north = malloc((size_t)t->pitch * sizeof(float)),
-        .recv_north = malloc((size_t)t->pitch * sizeof(float)),
-        .send_south = malloc((size_t)t->pitch * sizeof(float)),
-        .recv_south = malloc((size_t)t->pitch * sizeof(float)),
-    };
+    host_halos hh = host_halos_alloc(t);
     const int hn = t->h, pn = t->pitch;
     loop_times times = {0, 0};
     /* main loop: begin */
@@ -83,8 +67,6 @@ loop_times run_def(tile *t, int iters) {
         times.compute += MPI_Wtime() - t1;
     }
     /* main loop: end */
-    float *all[] = {hh.send_west,  hh.recv_west,  hh.send_east,  hh.recv_east,
-                    hh.send_north, hh.recv_north, hh.send_south, hh.recv_south};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    host_halos_free(&hh);
     return times;
 }

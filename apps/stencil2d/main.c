@@ -1,42 +1,34 @@
-/* Stencil2D: a SHOC-style 9-point stencil on a 2D process grid, in OpenCL, with the halo
- * exchange written two ways (--variant def: staged through host memory by hand; mpi-acc: the
- * cl_mem handed to MPI). The global grid is rows x cols floats (single precision, as the
- * MVAPICH2 Stencil2D figures), cut into one tile per rank on a non-periodic process grid;
- * cells beyond the grid's edge read as 0 and are never updated. Each iteration exchanges
- * halos with the four neighbours (two phases, so the corners come with the rows) and then
- * applies the stencil into a second buffer, and the two swap.
+/* Stencil2D: a SHOC-style 9-point stencil on a 2D process grid, with the halo exchange written
+ * two ways (--variant def: staged through host memory by hand; mpi-acc: the device buffer
+ * handed to MPI). The global grid is rows x cols floats (single precision, as the MVAPICH2
+ * Stencil2D figures), cut into one tile per rank on a non-periodic process grid; cells beyond
+ * the grid's edge read as 0 and are never updated. Each iteration exchanges halos with the
+ * four neighbours (two phases, so the corners come with the rows) and then applies the
+ * stencil into a second buffer, and the two swap.
+ *
+ * This driver (options, the serial reference, --check and the CSV) is built twice, over the
+ * OpenCL device layer as stencil2d and over the CUDA one as stencil2d_cuda (stencil2d.h):
  *
  *   mpiexec -n 4 apps/stencil2d/stencil2d --rows 4096 --cols 4096 --iters 100 --check
+ *   mpiexec -n 4 apps/stencil2d/stencil2d_cuda --rows 4096 --cols 4096 --iters 100 --check
  *
- * Without a usable OpenCL device on every rank it says so and exits with 77 (automake's
- * "skipped"). See apps/stencil2d/README.md for the lines-of-code count of the two loops. */
+ * Without a usable device on every rank it says so and exits with 77 (automake's "skipped").
+ * See apps/stencil2d/README.md for the lines-of-code count of the loops. */
 #include "stencil2d.h"
 
 #include <float.h>
 #include <math.h>
-#include <mpiacc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "results_csv.h"
+#include "stencil_cell.h"
 
-/* SHOC Stencil2D's default weights. */
-static const float kCenter = 0.25f, kCardinal = 0.15f, kDiagonal = 0.05f;
-
-/* FP_CONTRACT OFF and the host reference built with -ffp-contract=off: both round every
- * product and sum, in the same order, so that the check can expect the same bits. */
-static const char *kSource =
-    "#pragma OPENCL FP_CONTRACT OFF\n"
-    "__kernel void stencil(__global const float *in, __global float *out, int h, int w, int pitch,\n"
-    "                      float wc, float wn, float wd) {\n"
-    "    int x = get_global_id(0), y = get_global_id(1);\n"
-    "    if (x >= w || y >= h) return;\n"
-    "    int i = (y + 1) * pitch + x + 1;\n"
-    "    float card = (in[i - pitch] + in[i + pitch]) + (in[i - 1] + in[i + 1]);\n"
-    "    float diag = (in[i - pitch - 1] + in[i - pitch + 1]) + (in[i + pitch - 1] + in[i + pitch + 1]);\n"
-    "    out[i] = wc * in[i] + wn * card + wd * diag;\n"
-    "}\n";
+/* The reference's cell update: stencil_cell.h's, as C. */
+#define GLOBAL_MEM
+#define STENCIL2D_FN static inline
+STENCIL2D_CELL
 
 typedef struct {
     int rows, cols, iters, warmup, check, prows, pcols, variants; /* variants: bit 0 def, bit 1 mpi-acc */
@@ -45,7 +37,7 @@ typedef struct {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: mpiexec -n N stencil2d [options]\n"
+            "usage: mpiexec -n N %s [options]\n"
             "  --rows R --cols C   global grid, floats (default 2048 x 2048)\n"
             "  --iters I           timed iterations (default 100)\n"
             "  --warmup W          untimed iterations first, from the same start (default 1)\n"
@@ -54,10 +46,10 @@ static void usage(FILE *f) {
             "  --check             compare the final grid with a serial reference on rank 0;\n"
             "                      tolerance 4 * FLT_EPSILON * (iters + 1) * max(1, max |reference|)\n"
             "  --csv FILE          per-iteration compute and communication times, one row per variant\n"
-            "                      (a folder, or a path ending in '/', gets stencil2d-<date>.csv)\n"
+            "                      (a folder, or a path ending in '/', gets %s-<date>.csv)\n"
             "  --help              this text\n"
-            "  platform: $MPIACC_OPENCL_PLATFORM (substring of the name); device: local rank modulo\n"
-            "  the platform's device count\n");
+            "%s",
+            kProgram, kProgram, kDeviceHelp);
 }
 
 /* A whole decimal number from `least` to 2^30 into *out; 0 for anything else. */
@@ -96,21 +88,16 @@ static int parse(int argc, char **argv, int rank, options *o) {
             char tail;
             ok = v && sscanf(v, "%dx%d%c", &o->prows, &o->pcols, &tail) == 2 && o->prows > 0 && o->pcols > 0;
         } else {
-            if (rank == 0) fprintf(stderr, "stencil2d: unknown option %s\n", a);
+            if (rank == 0) fprintf(stderr, "%s: unknown option %s\n", kProgram, a);
             return 2;
         }
         if (!ok) {
-            if (rank == 0) fprintf(stderr, "stencil2d: bad option %s %s\n", a, v ? v : "(missing value)");
+            if (rank == 0) fprintf(stderr, "%s: bad option %s %s\n", kProgram, a, v ? v : "(missing value)");
             return 2;
         }
         i++;
     }
     return 0;
-}
-
-void cl_fail(cl_int err, const char *call, const char *file, int line) {
-    fprintf(stderr, "stencil2d: %s failed with OpenCL error %d (%s:%d)\n", call, (int)err, file, line);
-    MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
 /* Block distribution: part `index` of `n` cells cut in `parts`, the first n % parts one larger. */
@@ -129,77 +116,34 @@ static float initial(int i, int j) {
     return (float)(x >> 8) * (1.0f / 16777216.0f);
 }
 
-/* The device for this rank: on the named platform (or the first with a device), the local
- * rank's device modulo the count, so that ranks of one node spread over its GPUs. */
-static int find_device(int local_rank, cl_device_id *device) {
-    cl_platform_id platforms[16];
-    cl_uint n = 0;
-    if (clGetPlatformIDs(16, platforms, &n) != CL_SUCCESS) return 0;
-    const char *want = getenv("MPIACC_OPENCL_PLATFORM");
-    for (cl_uint p = 0; p < n; p++) {
-        char name[256] = "";
-        cl_device_id devices[64];
-        cl_uint count = 0;
-        clGetPlatformInfo(platforms[p], CL_PLATFORM_NAME, sizeof name - 1, name, NULL);
-        if (want && *want && !strstr(name, want)) continue;
-        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 64, devices, &count) != CL_SUCCESS || count == 0) continue;
-        *device = devices[(cl_uint)local_rank % count];
-        return 1;
-    }
-    return 0;
-}
-
-static void build_kernel(cl_context ctx, cl_device_id device, tile *t) {
-    cl_int err;
-    cl_program program = clCreateProgramWithSource(ctx, 1, &kSource, NULL, &err);
-    CL_CHECK(err);
-    if (clBuildProgram(program, 1, &device, NULL, NULL, NULL) != CL_SUCCESS) {
-        char log[4096] = "";
-        clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-        fprintf(stderr, "stencil2d: the stencil kernel does not build:\n%s\n", log);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    t->kernel = clCreateKernel(program, "stencil", &err);
-    CL_CHECK(err);
-    clReleaseProgram(program);
-    size_t most = 1;
-    CL_CHECK(clGetKernelWorkGroupInfo(t->kernel, device, CL_KERNEL_WORK_GROUP_SIZE, sizeof most, &most, NULL));
-    t->local[0] = 16, t->local[1] = 16;
-    while (t->local[0] * t->local[1] > most) t->local[t->local[1] > 1] /= 2;
-    for (int d = 0; d < 2; d++) {
-        const size_t n = (size_t)(d == 0 ? t->w : t->h);
-        t->global[d] = (n + t->local[d] - 1) / t->local[d] * t->local[d];
-    }
-}
-
-void stencil_step(tile *t) {
-    const cl_float wc = kCenter, wn = kCardinal, wd = kDiagonal;
-    CL_CHECK(clSetKernelArg(t->kernel, 0, sizeof(cl_mem), &t->cur));
-    CL_CHECK(clSetKernelArg(t->kernel, 1, sizeof(cl_mem), &t->next));
-    CL_CHECK(clSetKernelArg(t->kernel, 2, sizeof(cl_int), &t->h));
-    CL_CHECK(clSetKernelArg(t->kernel, 3, sizeof(cl_int), &t->w));
-    CL_CHECK(clSetKernelArg(t->kernel, 4, sizeof(cl_int), &t->pitch));
-    CL_CHECK(clSetKernelArg(t->kernel, 5, sizeof wc, &wc));
-    CL_CHECK(clSetKernelArg(t->kernel, 6, sizeof wn, &wn));
-    CL_CHECK(clSetKernelArg(t->kernel, 7, sizeof wd, &wd));
-    CL_CHECK(clEnqueueNDRangeKernel(t->queue, t->kernel, 2, NULL, t->global, t->local, 0, NULL, NULL));
-    /* Waited for here so that the time splits into compute and communication. */
-    CL_CHECK(clFinish(t->queue));
-    cl_mem swap = t->cur;
-    t->cur = t->next;
-    t->next = swap;
-}
-
 /* Both buffers get the initial tile with a zero halo: the halo on a side without a neighbour
  * is the grid's zero edge and nothing writes it again. */
 static void load_initial(tile *t) {
-    const size_t n = (size_t)(t->h + 2) * (size_t)t->pitch;
-    float *host = calloc(n, sizeof(float));
+    float *host = calloc((size_t)(t->h + 2) * (size_t)t->pitch, sizeof(float));
     for (int y = 1; y <= t->h; y++)
         for (int x = 1; x <= t->w; x++) host[(size_t)y * t->pitch + x] = initial(t->row0 + y - 1, t->col0 + x - 1);
-    CL_CHECK(clEnqueueWriteBuffer(t->queue, t->cur, CL_TRUE, 0, n * sizeof(float), host, 0, NULL, NULL));
-    CL_CHECK(clEnqueueWriteBuffer(t->queue, t->next, CL_TRUE, 0, n * sizeof(float), host, 0, NULL, NULL));
+    device_upload(t, host);
     free(host);
+}
+
+host_halos host_halos_alloc(const tile *t) {
+    const size_t column = (size_t)t->h * sizeof(float), row = (size_t)t->pitch * sizeof(float);
+    return (host_halos){
+        .send_west = malloc(column),
+        .recv_west = malloc(column),
+        .send_east = malloc(column),
+        .recv_east = malloc(column),
+        .send_north = malloc(row),
+        .recv_north = malloc(row),
+        .send_south = malloc(row),
+        .recv_south = malloc(row),
+    };
+}
+
+void host_halos_free(host_halos *hh) {
+    float *all[] = {hh->send_west,  hh->recv_west,  hh->send_east,  hh->recv_east,
+                    hh->send_north, hh->recv_north, hh->send_south, hh->recv_south};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
 }
 
 /* The serial reference on the whole (rows + 2) x (cols + 2) grid, zero edge included; the
@@ -213,9 +157,7 @@ static float *reference(const options *o) {
         for (size_t y = 1; y <= (size_t)o->rows; y++) {
             for (size_t x = 1; x <= (size_t)o->cols; x++) {
                 const size_t i = y * pitch + x;
-                const float card = (a[i - pitch] + a[i + pitch]) + (a[i - 1] + a[i + 1]);
-                const float diag = (a[i - pitch - 1] + a[i - pitch + 1]) + (a[i + pitch - 1] + a[i + pitch + 1]);
-                b[i] = kCenter * a[i] + kCardinal * card + kDiagonal * diag;
+                b[i] = stencil2d_cell(a, (long)i, (long)pitch, kCenter, kCardinal, kDiagonal);
             }
         }
         float *swap = a;
@@ -234,10 +176,7 @@ static float *reference(const options *o) {
  * and sends it there. Host memory only: this is the check, not the application. */
 static float *gather_grid(const tile *t, const options *o) {
     float *mine = malloc((size_t)t->h * t->w * sizeof(float));
-    const size_t origin[3] = {sizeof(float), 1, 0}, host_origin[3] = {0, 0, 0};
-    const size_t region[3] = {(size_t)t->w * sizeof(float), (size_t)t->h, 1};
-    CL_CHECK(clEnqueueReadBufferRect(t->queue, t->cur, CL_TRUE, origin, host_origin, region,
-                                     (size_t)t->pitch * sizeof(float), 0, 0, 0, mine, 0, NULL, NULL));
+    device_download_interior(t, mine);
     if (t->rank != 0) {
         MPI_Send(mine, t->h * t->w, MPI_FLOAT, 0, 0, t->cart);
         free(mine);
@@ -280,7 +219,7 @@ static int make_tile(const options *o, tile *t) {
     if (!o->prows) MPI_Dims_create(size, 2, dims);
     if (dims[0] * dims[1] != size || dims[0] > o->rows || dims[1] > o->cols) {
         if (rank == 0)
-            fprintf(stderr, "stencil2d: a %dx%d process grid does not fit %d ranks and a %dx%d grid\n", dims[0],
+            fprintf(stderr, "%s: a %dx%d process grid does not fit %d ranks and a %dx%d grid\n", kProgram, dims[0],
                     dims[1], size, o->rows, o->cols);
         return 0;
     }
@@ -320,34 +259,23 @@ int main(int argc, char **argv) {
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &local_rank);
     MPI_Comm_free(&node);
-    cl_device_id device;
-    int usable = MPIX_Query_opencl_support() && find_device(local_rank, &device), all_usable = 0;
+    int usable = device_find(local_rank), all_usable = 0;
     MPI_Allreduce(&usable, &all_usable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all_usable) {
-        if (rank == 0) printf("stencil2d: no usable OpenCL device on some rank; nothing to show\n");
+        if (rank == 0) printf("%s: no usable %s device on some rank; nothing to show\n", kProgram, kDeviceKind);
         MPI_Finalize();
         return 77;
     }
-    cl_int err;
-    cl_context ctx = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
-    CL_CHECK(err);
-    t.queue = clCreateCommandQueue(ctx, device, 0, &err);
-    CL_CHECK(err);
-    build_kernel(ctx, device, &t);
-    const size_t bytes = (size_t)(t.h + 2) * t.pitch * sizeof(float);
-    t.cur = clCreateBuffer(ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
-    CL_CHECK(err);
-    t.next = clCreateBuffer(ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
-    CL_CHECK(err);
+    device_open(&t);
 
     FILE *csv = NULL;
     char csv_path[4096] = "", lib[MPI_MAX_LIBRARY_VERSION_STRING];
     if (o.csv && t.rank == 0) {
-        csv = open_results_csv(o.csv, "stencil2d", csv_path, sizeof csv_path);
-        if (!csv) fprintf(stderr, "stencil2d: cannot write %s\n", csv_path);
+        csv = open_results_csv(o.csv, kProgram, csv_path, sizeof csv_path);
+        if (!csv) fprintf(stderr, "%s: cannot write %s\n", kProgram, csv_path);
     }
     if (csv) {
-        begin_results_csv(csv, "stencil2d", argc, argv, lib);
+        begin_results_csv(csv, kProgram, argc, argv, lib);
         fprintf(csv,
                 "# %s\nvariant,precision,ranks,pgrid,rows,cols,iters,compute_us,comm_us,total_us,check,max_abs_diff\n",
                 lib);
@@ -393,9 +321,10 @@ int main(int argc, char **argv) {
         if (t.rank == 0) {
             const double us = 1e6 / o.iters;
             printf(
-                "stencil2d: %s, %d ranks (%dx%d), %dx%d floats, %d iters: compute %.1f us/iter, comm %.1f us/iter, "
+                "%s: %s, %d ranks (%dx%d), %dx%d floats, %d iters: compute %.1f us/iter, comm %.1f us/iter, "
                 "%s\n",
-                name, size, t.dims[0], t.dims[1], o.rows, o.cols, o.iters, most.compute * us, most.comm * us, verdict);
+                kProgram, name, size, t.dims[0], t.dims[1], o.rows, o.cols, o.iters, most.compute * us, most.comm * us,
+                verdict);
             if (csv) {
                 char diff_text[32] = "";
                 if (o.check) snprintf(diff_text, sizeof diff_text, "%.3g", diff);
@@ -411,15 +340,11 @@ int main(int argc, char **argv) {
     }
     if (csv) {
         fclose(csv);
-        printf("stencil2d: wrote %s\n", csv_path);
+        printf("%s: wrote %s\n", kProgram, csv_path);
     }
     free(ref);
     MPI_Bcast(&failed, 1, MPI_INT, 0, t.cart);
-    clReleaseMemObject(t.cur);
-    clReleaseMemObject(t.next);
-    clReleaseKernel(t.kernel);
-    clReleaseCommandQueue(t.queue);
-    clReleaseContext(ctx);
+    device_close(&t);
     MPI_Comm_free(&t.cart);
     MPI_Finalize();
     return failed ? 1 : 0;
