@@ -13,6 +13,9 @@
  * "skipped"). See apps/seismology/README.md for the lines-of-code count of the loops. */
 #include "seismology.h"
 
+#include "../common/app_common.h"
+#include "../common/opencl_device.h"
+
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -86,15 +89,6 @@ static void usage(FILE *f) {
             "  the platform's device count\n");
 }
 
-/* A whole decimal number from `least` to 2^30 into *out; 0 for anything else. */
-static int number(const char *s, long least, int *out) {
-    char *end;
-    long v = s && *s ? strtol(s, &end, 10) : -1;
-    if (v < least || *end || v > (1L << 30)) return 0;
-    *out = (int)v;
-    return 1;
-}
-
 static int variant_bits(const char *v) {
     if (!strcmp(v, "all")) return 7;
     for (int i = 0; i < 3; i++)
@@ -118,17 +112,17 @@ static int parse(int argc, char **argv, int rank, options *o) {
             continue;
         }
         if (!strcmp(a, "--nx"))
-            ok = number(v, 1, &o->nx);
+            ok = app_number(v, 1, &o->nx);
         else if (!strcmp(a, "--ny"))
-            ok = number(v, 1, &o->ny);
+            ok = app_number(v, 1, &o->ny);
         else if (!strcmp(a, "--nz"))
-            ok = number(v, 1, &o->nz);
+            ok = app_number(v, 1, &o->nz);
         else if (!strcmp(a, "--steps"))
-            ok = number(v, 1, &o->steps);
+            ok = app_number(v, 1, &o->steps);
         else if (!strcmp(a, "--every"))
-            ok = number(v, 1, &o->every);
+            ok = app_number(v, 1, &o->every);
         else if (!strcmp(a, "--warmup"))
-            ok = number(v, 0, &o->warmup);
+            ok = app_number(v, 0, &o->warmup);
         else if (!strcmp(a, "--csv"))
             ok = (o->csv = v) && *v;
         else if (!strcmp(a, "--variant"))
@@ -153,32 +147,6 @@ static int parse(int argc, char **argv, int rank, options *o) {
 void cl_fail(cl_int err, const char *call, const char *file, int line) {
     fprintf(stderr, "seismology: %s failed with OpenCL error %d (%s:%d)\n", call, (int)err, file, line);
     MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-/* Block distribution: part `index` of `n` cells cut in `parts`, the first n % parts one larger. */
-static void split(int n, int parts, int index, int *count, int *start) {
-    *count = n / parts + (index < n % parts);
-    *start = index * (n / parts) + (index < n % parts ? index : n % parts);
-}
-
-/* The device for this rank: on the named platform (or the first with a device), the local
- * rank's device modulo the count, so that ranks of one node spread over its GPUs. */
-static int find_device(int local_rank, cl_device_id *device) {
-    cl_platform_id platforms[16];
-    cl_uint n = 0;
-    if (clGetPlatformIDs(16, platforms, &n) != CL_SUCCESS) return 0;
-    const char *want = getenv("MPIACC_OPENCL_PLATFORM");
-    for (cl_uint p = 0; p < n; p++) {
-        char name[256] = "";
-        cl_device_id devices[64];
-        cl_uint count = 0;
-        clGetPlatformInfo(platforms[p], CL_PLATFORM_NAME, sizeof name - 1, name, NULL);
-        if (want && *want && !strstr(name, want)) continue;
-        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 64, devices, &count) != CL_SUCCESS || count == 0) continue;
-        *device = devices[(cl_uint)local_rank % count];
-        return 1;
-    }
-    return 0;
 }
 
 static cl_kernel kernel(cl_program program, const char *name) {
@@ -344,7 +312,7 @@ static float *gather(const domain *d, float *traces) {
     float *all = malloc(rows * p->nx * sizeof(float));
     for (int r = 0; r < d->size; r++) {
         int lnx, x0;
-        split(p->nx, d->size, r, &lnx, &x0);
+        app_split(p->nx, d->size, r, &lnx, &x0);
         float *slab = mine;
         if (r != 0) {
             slab = malloc(rows * lnx * sizeof(float));
@@ -355,15 +323,6 @@ static float *gather(const domain *d, float *traces) {
         free(slab);
     }
     return all;
-}
-
-/* FNV-1a over the wavefield's bytes: two runs print the same value exactly when their
- * wavefields are bit for bit the same. */
-static uint64_t fnv1a(const float *v, size_t n) {
-    const unsigned char *b = (const unsigned char *)v;
-    uint64_t h = 14695981039346656037ull;
-    for (size_t i = 0; i < n * sizeof(float); i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
 }
 
 static double norm(const float *v, size_t n) {
@@ -414,7 +373,7 @@ static verdict check(const domain *d, float **ref_fields, float **ref_traces) {
                  "check %s: norm %.6g, rel diffs norm %.3g fields %.3g traces %.3g (tolerance %.3g), wavefield fnv1a "
                  "0x%016llx",
                  v.ok ? "OK" : "FAILED", ref_norm, v.norm, v.fields, v.traces, tol,
-                 (unsigned long long)fnv1a(fields, n));
+                 (unsigned long long)app_fnv1a(fields, n));
     }
     free(fields);
     free(traces);
@@ -440,7 +399,7 @@ static int make_domain(const problem *p, domain *d) {
     MPI_Comm_rank(d->cart, &d->rank);
     d->size = size;
     MPI_Cart_shift(d->cart, 0, 1, &d->west, &d->east);
-    split(p->nx, size, d->rank, &d->lnx, &d->x0);
+    app_split(p->nx, size, d->rank, &d->lnx, &d->x0);
     d->nxp = d->lnx + 2 * HALO, d->nyp = p->ny + 2 * HALO, d->nzp = p->nz + 2 * HALO;
     d->field = d->nxp * d->nyp * d->nzp;
     d->p = p;
@@ -493,7 +452,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(node, &local_rank);
     MPI_Comm_free(&node);
     cl_device_id device;
-    int usable = MPIX_Query_opencl_support() && find_device(local_rank, &device), all_usable = 0;
+    int usable = MPIX_Query_opencl_support() && app_opencl_device(local_rank, &device), all_usable = 0;
     MPI_Allreduce(&usable, &all_usable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all_usable) {
         if (rank == 0) printf("seismology: no usable OpenCL device on some rank; nothing to show\n");

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/opencl_device.h"
 #include "stencil_cell.h"
 
 const char kProgram[] = "stencil2d", kDeviceKind[] = "OpenCL";
@@ -32,25 +33,8 @@ void cl_fail(cl_int err, const char *call, const char *file, int line) {
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-/* On the named platform (or the first with a device), the local rank's device modulo the
- * count, so that ranks of one node spread over its GPUs. */
-int device_find(int local_rank) {
-    cl_platform_id platforms[16];
-    cl_uint n = 0;
-    if (!MPIX_Query_opencl_support() || clGetPlatformIDs(16, platforms, &n) != CL_SUCCESS) return 0;
-    const char *want = getenv("MPIACC_OPENCL_PLATFORM");
-    for (cl_uint p = 0; p < n; p++) {
-        char name[256] = "";
-        cl_device_id devices[64];
-        cl_uint count = 0;
-        clGetPlatformInfo(platforms[p], CL_PLATFORM_NAME, sizeof name - 1, name, NULL);
-        if (want && *want && !strstr(name, want)) continue;
-        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 64, devices, &count) != CL_SUCCESS || count == 0) continue;
-        device = devices[(cl_uint)local_rank % count];
-        return 1;
-    }
-    return 0;
-}
+/* The device apps/common/opencl_device.h picks, where MPI-ACC was built with OpenCL. */
+int device_find(int local_rank) { return MPIX_Query_opencl_support() && app_opencl_device(local_rank, &device); }
 
 static void build_kernel(tile *t) {
     cl_int err;

@@ -16,6 +16,8 @@
  * See apps/stencil2d/README.md for the lines-of-code count of the loops. */
 #include "stencil2d.h"
 
+#include "../common/app_common.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -52,15 +54,6 @@ static void usage(FILE *f) {
             kProgram, kProgram, kDeviceHelp);
 }
 
-/* A whole decimal number from `least` to 2^30 into *out; 0 for anything else. */
-static int number(const char *s, long least, int *out) {
-    char *end;
-    long v = s && *s ? strtol(s, &end, 10) : -1;
-    if (v < least || *end || v > (1L << 30)) return 0;
-    *out = (int)v;
-    return 1;
-}
-
 /* 0 on success, 1 for --help, 2 (with the message printed on rank 0) for a bad option. */
 static int parse(int argc, char **argv, int rank, options *o) {
     *o = (options){.rows = 2048, .cols = 2048, .iters = 100, .warmup = 1, .variants = 3};
@@ -73,13 +66,13 @@ static int parse(int argc, char **argv, int rank, options *o) {
             continue;
         }
         if (!strcmp(a, "--rows"))
-            ok = number(v, 1, &o->rows);
+            ok = app_number(v, 1, &o->rows);
         else if (!strcmp(a, "--cols"))
-            ok = number(v, 1, &o->cols);
+            ok = app_number(v, 1, &o->cols);
         else if (!strcmp(a, "--iters"))
-            ok = number(v, 1, &o->iters);
+            ok = app_number(v, 1, &o->iters);
         else if (!strcmp(a, "--warmup"))
-            ok = number(v, 0, &o->warmup);
+            ok = app_number(v, 0, &o->warmup);
         else if (!strcmp(a, "--csv"))
             ok = (o->csv = v) && *v;
         else if (!strcmp(a, "--variant"))
@@ -98,12 +91,6 @@ static int parse(int argc, char **argv, int rank, options *o) {
         i++;
     }
     return 0;
-}
-
-/* Block distribution: part `index` of `n` cells cut in `parts`, the first n % parts one larger. */
-static void split(int n, int parts, int index, int *count, int *start) {
-    *count = n / parts + (index < n % parts);
-    *start = index * (n / parts) + (index < n % parts ? index : n % parts);
 }
 
 /* The initial value of global cell (i, j), the same whatever the decomposition: a hash to a
@@ -186,8 +173,8 @@ static float *gather_grid(const tile *t, const options *o) {
     for (int r = 0; r < t->size; r++) {
         int coords[2], h, w, row0, col0;
         MPI_Cart_coords(t->cart, r, 2, coords);
-        split(o->rows, t->dims[0], coords[0], &h, &row0);
-        split(o->cols, t->dims[1], coords[1], &w, &col0);
+        app_split(o->rows, t->dims[0], coords[0], &h, &row0);
+        app_split(o->cols, t->dims[1], coords[1], &w, &col0);
         float *part = mine;
         if (r != 0) {
             part = malloc((size_t)h * w * sizeof(float));
@@ -198,15 +185,6 @@ static float *gather_grid(const tile *t, const options *o) {
         free(part);
     }
     return grid;
-}
-
-/* FNV-1a over the grid's bytes: two runs print the same value exactly when their grids are
- * bit for bit the same. */
-static uint64_t grid_hash(const float *grid, size_t n) {
-    const unsigned char *p = (const unsigned char *)grid;
-    uint64_t h = 14695981039346656037ull;
-    for (size_t i = 0; i < n * sizeof(float); i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
 }
 
 /* Opens the process grid, finds the tile and neighbours; 0 (message on rank 0) when the
@@ -230,8 +208,8 @@ static int make_tile(const options *o, tile *t) {
     MPI_Cart_coords(t->cart, t->rank, 2, t->coords);
     MPI_Cart_shift(t->cart, 0, 1, &t->north, &t->south);
     MPI_Cart_shift(t->cart, 1, 1, &t->west, &t->east);
-    split(o->rows, dims[0], t->coords[0], &t->h, &t->row0);
-    split(o->cols, dims[1], t->coords[1], &t->w, &t->col0);
+    app_split(o->rows, dims[0], t->coords[0], &t->h, &t->row0);
+    app_split(o->cols, dims[1], t->coords[1], &t->w, &t->col0);
     t->pitch = t->w + 2;
     return 1;
 }
@@ -314,7 +292,7 @@ int main(int argc, char **argv) {
                 const double tol = 4 * FLT_EPSILON * (o.iters + 1) * scale;
                 failed |= !(diff <= tol);
                 snprintf(verdict, sizeof verdict, "check %s: max abs diff %.3g (tolerance %.3g), grid fnv1a 0x%016llx",
-                         diff <= tol ? "OK" : "FAILED", diff, tol, (unsigned long long)grid_hash(grid, n));
+                         diff <= tol ? "OK" : "FAILED", diff, tol, (unsigned long long)app_fnv1a(grid, n));
                 free(grid);
             }
         }
