@@ -142,7 +142,7 @@ int initialize_context(int provided_thread_level) {
     int cuda_here = cuda && cuda->available(), cuda_anywhere = 0;
     rc = PMPI_Allreduce(&cuda_here, &cuda_anywhere, 1, MPI_INT, MPI_LOR, ctx.proto_comm);
     if (rc != MPI_SUCCESS) return rc;
-    ctx.device_collectives = cuda_anywhere != 0;
+    ctx.device_collectives = cuda_anywhere != 0 || ctx.knobs.test_coll_agree;
     if (ctx.world_rank == 0)
         for (const std::string &e : ctx.knob_errors) std::fprintf(stderr, "MPI-ACC warning: %s\n", e.c_str());
     ctx.initialized = true;
