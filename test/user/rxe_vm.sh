@@ -4,7 +4,12 @@
 # (ibv_rc_pingpong, ib_write_bw); then MPI-ACC's own verbs code, built on the host
 # without the library's CUDA runtime: the port list (test/netmod/rdma_ports) and the RC
 # connection and RDMA-write layer (test/netmod/rc_write, whose TAP cases are re-emitted
-# here, each of which must pass: a skip inside the VM is a failure). Runs when
+# here, each of which must pass: a skip inside the VM is a failure); then MPI-ACC's library
+# in the VM (the CUDA runtime comes from the host, with no GPU or driver): mpiacc_info
+# --config lists both rxe ports, and a few MPI programs run with two ranks on two hosts
+# (UTS namespaces node0 and node1, MPICH over TCP on the veth pair), host buffers and
+# OpenCL buffers on PoCL; p2p_between_nodes proves the ranks saw two nodes. Every case
+# of theirs must pass, none skip. The VM's side is test/user/rxe_vm_inside.sh. Runs when
 # MPIACC_RXE_VM=1 (root, network to the Debian mirror on the first run: CI sets it);
 # otherwise every case skips, by name. TAP output.
 srcdir=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,6 +32,11 @@ for s in $steps; do names="$names rxe_vm_$s"; done
 names="$names rxe_vm_self_test_status rxe_vm_lists_both_rxe_ports_active_with_gids"
 for c in $rc_cases; do names="$names rxe_vm_$c"; done
 names="$names rxe_vm_rc_write_exits_cleanly"
+# Few, for CI's time: the proof of two nodes (host and cl_mem data), ordering with host
+# buffers, every protocol size with cl_mem buffers.
+mpi_tests="p2p_between_nodes p2p_order opencl_p2p"
+names="$names rxe_vm_mpiacc_info_loads_and_lists_both_rxe_ports rxe_vm_mpiexec_places_two_ranks_on_two_hosts"
+for t in $mpi_tests; do names="$names rxe_vm_${t}_across_two_hosts"; done
 set -- $names
 echo "1..$#"
 if [ "${MPIACC_RXE_VM:-0}" != 1 ]; then
@@ -42,18 +52,15 @@ ports="test/netmod/rdma_ports"
 rc_write="test/netmod/rc_write"
 built=yes
 [ -x "$srcdir/$ports" ] && [ -x "$srcdir/$rc_write" ] || built=no
-# Each part prints a marker with its exit status, so one part failing leaves the others'
-# cases standing. The VM runs this in the project directory; kept short for the kernel
-# command line.
-vm_cmd='/usr/local/bin/rxe-selftest; echo "rxe-vm: self-test exit $?"'
-if [ $built = yes ]; then
-  vm_cmd="$vm_cmd; $ports; echo \"rxe-vm: rdma_ports exit \$?\"; echo '== rc_write'"
-  vm_cmd="$vm_cmd; timeout 300 $rc_write; echo \"rxe-vm: rc_write exit \$?\""
-fi
+lib=yes
+[ -e "$srcdir/.libs/libmpiacc.so" ] && [ -x "$srcdir/mpiacc_info" ] || lib=no
 log=$(mktemp "${TMPDIR:-/tmp}/mpiacc-rxe-vm-test.XXXXXX") || exit 1
-trap 'rm -f "$log" "$log.rc"' EXIT
-"$srcdir/maint/rxe-vm" sh -c "$vm_cmd" >"$log" 2>&1
+trap 'rm -f "$log" "$log".*' EXIT
+# shellcheck disable=SC2086 # one word per program
+"$srcdir/maint/rxe-vm" sh test/user/rxe_vm_inside.sh $mpi_tests >"$log" 2>&1
 rc=$?
+# The output of one part of the VM's run (between its "== NAME" and its exit line).
+part_log() { sed -n "\#^== $1\$#,\#^rxe-vm: $1 exit #p" "$log"; }
 
 i=0
 for s in $steps; do
@@ -67,7 +74,7 @@ for s in $steps; do
 done
 i=$((i + 1))
 summary=$(grep '^rxe-vm: self-test\|^rxe-vm: boot to power-off\|^rxe-vm: image built' "$log")
-if grep -q '^rxe-vm: self-test exit 0$' "$log" && grep -q '^rxe-vm: self-test passed' "$log"; then
+if grep -q '^rxe-vm: self-test exit 0 ' "$log" && grep -q '^rxe-vm: self-test passed' "$log"; then
   echo "ok $i - rxe_vm_self_test_status"
   echo "$summary" | sed 's/^/# /'
 else
@@ -82,18 +89,21 @@ i=$((i + 1))
 name=rxe_vm_lists_both_rxe_ports_active_with_gids
 if [ $built = no ]; then
   echo "ok $i - $name # SKIP test/netmod not built (configure found no libibverbs)"
-elif grep -q '^rxe-vm: rdma_ports exit 0$' "$log" &&
-  grep -q '^RDMA: rxe0 port 1: ACTIVE, Ethernet, MTU [0-9]*, GID ' "$log" &&
-  grep -q '^RDMA: rxe1 port 1: ACTIVE, Ethernet, MTU [0-9]*, GID ' "$log"; then
-  echo "ok $i - $name"
-  grep '^RDMA: ' "$log" | sed 's/^/# /'
 else
-  echo "not ok $i - $name"
-  grep '^RDMA: \|^rxe-vm: rdma_ports exit' "$log" | sed 's/^/# /'
+  part_log rdma_ports >"$log.ports"
+  if grep -q '^rxe-vm: rdma_ports exit 0 ' "$log.ports" &&
+    grep -q '^RDMA: rxe0 port 1: ACTIVE, Ethernet, MTU [0-9]*, GID ' "$log.ports" &&
+    grep -q '^RDMA: rxe1 port 1: ACTIVE, Ethernet, MTU [0-9]*, GID ' "$log.ports"; then
+    echo "ok $i - $name"
+    grep '^RDMA: ' "$log.ports" | sed 's/^/# /'
+  else
+    echo "not ok $i - $name"
+    grep '^RDMA: \|^rxe-vm: rdma_ports exit' "$log.ports" | sed 's/^/# /'
+  fi
 fi
 
 # rc_write's own cases, by name, with the comment lines that follow each.
-sed -n '/^== rc_write$/,/^rxe-vm: rc_write exit/p' "$log" >"$log.rc"
+part_log rc_write >"$log.rc"
 for c in $rc_cases; do
   i=$((i + 1))
   if [ $built = no ]; then
@@ -112,7 +122,7 @@ done
 i=$((i + 1))
 if [ $built = no ]; then
   echo "ok $i - rxe_vm_rc_write_exits_cleanly # SKIP test/netmod not built (configure found no libibverbs)"
-elif grep -q '^rxe-vm: rc_write exit 0$' "$log.rc" && grep -q '^# 0 of 13 failed$' "$log.rc"; then
+elif grep -q '^rxe-vm: rc_write exit 0 ' "$log.rc" && grep -q '^# 0 of 13 failed$' "$log.rc"; then
   echo "ok $i - rxe_vm_rc_write_exits_cleanly"
   grep '^rxe-vm: boot to power-off' "$log" | sed 's/^/# /'
 else
@@ -120,3 +130,54 @@ else
   grep '^rxe-vm: rc_write exit\|^# [0-9]* of [0-9]* failed' "$log.rc" | sed 's/^/# /'
   tail -n 20 "$log" | sed 's/^/# /'
 fi
+
+# MPI-ACC's library in the VM: it loads, and lists both ports as on a real node.
+i=$((i + 1))
+name=rxe_vm_mpiacc_info_loads_and_lists_both_rxe_ports
+part_log mpiacc_info >"$log.info"
+if [ $lib = no ]; then
+  echo "ok $i - $name # SKIP libmpiacc not built"
+elif [ $built = no ]; then
+  echo "ok $i - $name # SKIP built without libibverbs (configure found none)"
+elif grep -q '^rxe-vm: mpiacc_info exit 0 ' "$log.info" &&
+  grep -q '^RDMA: *rxe0 port 1: ACTIVE, Ethernet, MTU [0-9]*, GID ' "$log.info" &&
+  grep -q '^RDMA: *rxe1 port 1: ACTIVE, Ethernet, MTU [0-9]*, GID ' "$log.info"; then
+  echo "ok $i - $name"
+  grep '^accel cuda:\|^RDMA:\|^rxe-vm: mpiacc_info exit' "$log.info" | sed 's/^/# /'
+else
+  echo "not ok $i - $name"
+  sed 's/^/# /' "$log.info" | tail -n 20
+fi
+
+# Hydra places rank 0 on node0 and rank 1 on node1.
+i=$((i + 1))
+name=rxe_vm_mpiexec_places_two_ranks_on_two_hosts
+part_log hostnames >"$log.hosts"
+if [ $lib = no ]; then
+  echo "ok $i - $name # SKIP libmpiacc not built"
+elif grep -q '^rxe-vm: hostnames exit 0 ' "$log.hosts" &&
+  [ "$(grep -c '^node[01]$' "$log.hosts")" = 2 ] && grep -q '^node0$' "$log.hosts" && grep -q '^node1$' "$log.hosts"; then
+  echo "ok $i - $name"
+  grep '^rxe-vm: hostnames exit' "$log.hosts" | sed 's/^/# /'
+else
+  echo "not ok $i - $name"
+  sed 's/^/# /' "$log.hosts" | tail -n 20
+fi
+
+# The MPI programs: exit 0, every case ok and none skipped (a skip of
+# ranks_on_two_hosts_are_two_nodes would mean one node).
+for t in $mpi_tests; do
+  i=$((i + 1))
+  name=rxe_vm_${t}_across_two_hosts
+  part_log "mpi/$t" >"$log.mpi"
+  passed=$(grep -c '^ok ' "$log.mpi")
+  if [ $lib = no ] || [ ! -x "$srcdir/test/mpi/$t" ]; then
+    echo "ok $i - $name # SKIP test/mpi/$t not built"
+  elif grep -q "^rxe-vm: mpi/$t exit 0 " "$log.mpi" && [ "$passed" -gt 0 ] &&
+    ! grep -q '^not ok\|^Bail out\|^ok .*# SKIP' "$log.mpi"; then
+    echo "ok $i - $name # $passed passed, $(sed -n "s#^rxe-vm: mpi/$t exit 0 in ##p" "$log.mpi")"
+  else
+    echo "not ok $i - $name"
+    grep -v '^ok [0-9]* - [a-z0-9_]*$' "$log.mpi" | tail -n 20 | sed 's/^/# /'
+  fi
+done
