@@ -1,4 +1,4 @@
-/* Host-to-host rendezvous forced by the knob (issue 3): with a 64 KiB threshold every
+/* Host-to-host rendezvous forced by the knob: with a 64 KiB threshold every
  * size at or past it goes by RTS/CTS direct mode and arrives intact.
  * MPIACC-TEST-RANKS: 2 */
 #include "p2p_util.h"

@@ -1,5 +1,5 @@
 /* MPI_ANY_SOURCE receives into a cl_mem from three senders with mixed buffer kinds and
- * protocol sizes (issue 3: matching). MPIACC-TEST-RANKS: 4 */
+ * protocol sizes (matching). MPIACC-TEST-RANKS: 4 */
 #include "opencl_util.h"
 
 int main(int argc, char **argv) {

@@ -1,4 +1,4 @@
-/* OpenCL buffers through MPI-ACC (issue 3), on whatever OpenCL platform is present:
+/* OpenCL buffers through MPI-ACC, on whatever OpenCL platform is present:
  * PoCL on the CPU in CI, NVIDIA's on the GPU machine (MPIACC_OPENCL_PLATFORM=NVIDIA).
  * MPIACC-TEST-RANKS: 2 */
 #include "opencl_util.h"

@@ -1,4 +1,4 @@
-/* MPI semantics with cl_mem buffers (issue 3): ordering against a pending event, the
+/* MPI semantics with cl_mem buffers: ordering against a pending event, the
  * progress rule, probes, truncation, cancel, the object cache, and bad input.
  * MPIACC-TEST-RANKS: 2 */
 #include <unistd.h>
