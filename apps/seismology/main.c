@@ -150,6 +150,33 @@ void host_buffers_free(host_buffers *hb) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
 }
 
+/* HALO columns from column `i0` of `count` fields, interior rows only. */
+static MPI_Datatype face(const domain *d, int first, int count, int i0,
+                         void (*tag)(const domain *d, int first, MPI_Datatype t)) {
+    const int sizes[4] = {count, d->nzp, d->nyp, d->nxp}, subsizes[4] = {count, d->p->nz, d->p->ny, HALO};
+    const int starts[4] = {0, HALO, HALO, i0};
+    MPI_Datatype t;
+    MPI_Type_create_subarray(4, sizes, subsizes, starts, MPI_ORDER_C, MPI_FLOAT, &t);
+    tag(d, first, t);
+    MPI_Type_commit(&t);
+    return t;
+}
+
+face_types make_face_types(const domain *d, int first, int count,
+                           void (*tag)(const domain *d, int first, MPI_Datatype t)) {
+    return (face_types){
+        .send_west = face(d, first, count, HALO, tag),
+        .recv_west = face(d, first, count, 0, tag),
+        .send_east = face(d, first, count, d->lnx, tag),
+        .recv_east = face(d, first, count, d->lnx + HALO, tag),
+    };
+}
+
+void free_face_types(face_types *ft) {
+    MPI_Datatype *all[] = {&ft->send_west, &ft->recv_west, &ft->send_east, &ft->recv_east};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) MPI_Type_free(all[i]);
+}
+
 /* main loop: begin */
 /* mpi-gpu's marshaling, shared by both forms (seismology.h); counted in mpi-gpu's main loop. */
 void marshal(const domain *d, float *mirror, int first, int count, int i0, float *buf, int to_buffer) {

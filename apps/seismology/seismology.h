@@ -133,6 +133,16 @@ void host_buffers_free(host_buffers *hb);
  * mpi-acc's subarray and of mpi-gpu-adv's face kernel). */
 void marshal(const domain *d, float *mirror, int first, int count, int i0, float *buf, int to_buffer);
 
+/* mpi-acc's four faces of a phase (main.c): HALO columns of `count` fields, interior rows
+ * only, each a subarray of the phase's fields; `tag` sets a type's MPI-ACC attributes (the
+ * phase starts at field `first`) before it is committed. */
+typedef struct {
+    MPI_Datatype send_west, recv_west, send_east, recv_east;
+} face_types;
+face_types make_face_types(const domain *d, int first, int count,
+                           void (*tag)(const domain *d, int first, MPI_Datatype t));
+void free_face_types(face_types *ft);
+
 /* The variants' main loops: `steps` time steps from the current state. */
 step_times run_mpi_gpu(domain *d, int steps);
 step_times run_mpi_gpu_adv(domain *d, int steps);
