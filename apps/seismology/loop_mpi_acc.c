@@ -4,41 +4,18 @@
  * queue (it names the context and device) and the byte offset of the phase's first field.
  * In the main loop each send type also gets the event of the kernel that wrote its face, so
  * MPI-ACC reads the face only after that kernel, whatever the host waited for. The main loop
- * holds MPI calls and the kernels, and no clEnqueueRead or clEnqueueWrite. */
+ * holds MPI calls and the kernels, and no clEnqueueRead or clEnqueueWrite. main.c builds the
+ * subarrays, shared with the CUDA form; tag() here gives them their attributes. */
 #include "seismology.h"
 
 #include <mpiacc.h>
 
-typedef struct {
-    MPI_Datatype send_west, recv_west, send_east, recv_east;
-} face_types;
-
-/* HALO columns from column `i0` of `count` fields, interior rows only; the offset takes the
- * subarray to the phase's first field. */
-static MPI_Datatype face(const domain *d, int first, int count, int i0) {
-    const int sizes[4] = {count, d->nzp, d->nyp, d->nxp}, subsizes[4] = {count, d->p->nz, d->p->ny, HALO};
-    const int starts[4] = {0, HALO, HALO, i0};
-    MPI_Datatype t;
-    MPI_Type_create_subarray(4, sizes, subsizes, starts, MPI_ORDER_C, MPI_FLOAT, &t);
+/* The buffer kind, the application's queue (it names the context and device) and the byte
+ * offset of the phase's first field in the cl_mem. */
+static void tag(const domain *d, int first, MPI_Datatype t) {
     MPI_Type_set_attr(t, MPIX_ACC_BUF_TYPE, (void *)(long)MPIX_ACC_BUF_OPENCL);
     MPI_Type_set_attr(t, MPIX_ACC_COMMAND_QUEUE, (void *)d->queue);
     MPI_Type_set_attr(t, MPIX_ACC_OFFSET, (void *)(long)((long)first * d->field * (long)sizeof(float)));
-    MPI_Type_commit(&t);
-    return t;
-}
-
-static face_types make_face_types(const domain *d, int first, int count) {
-    return (face_types){
-        .send_west = face(d, first, count, HALO),
-        .recv_west = face(d, first, count, 0),
-        .send_east = face(d, first, count, d->lnx),
-        .recv_east = face(d, first, count, d->lnx + HALO),
-    };
-}
-
-static void free_face_types(face_types *ft) {
-    MPI_Datatype *all[] = {&ft->send_west, &ft->recv_west, &ft->send_east, &ft->recv_east};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) MPI_Type_free(all[i]);
 }
 
 /* main loop: begin */
@@ -58,7 +35,8 @@ static void exchange(const domain *d, const face_types *ft, cl_event written, st
 /* main loop: end */
 
 step_times run_mpi_acc(domain *d, int steps) {
-    face_types velocity = make_face_types(d, VX, VELOCITY_FIELDS), stress = make_face_types(d, SXX, STRESS_FIELDS);
+    face_types velocity = make_face_types(d, VX, VELOCITY_FIELDS, tag),
+               stress = make_face_types(d, SXX, STRESS_FIELDS, tag);
     step_times t = {0, 0, 0, 0};
     cl_event done;
     /* main loop: begin */

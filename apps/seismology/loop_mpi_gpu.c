@@ -2,32 +2,11 @@
  * exchange the whole fields of the phase (three velocities or six stresses) are read from
  * the cl_mem into a host mirror with clEnqueueReadBuffer, the faces are marshaled on the CPU
  * into contiguous send buffers, MPI runs on host memory, the received faces are unmarshaled
- * into the mirror's halos, and the whole fields are written back. */
+ * into the mirror's halos, and the whole fields are written back. The marshaling and the
+ * host buffers are main.c's, shared with the CUDA form. */
 #include "seismology.h"
 
-#include <stdlib.h>
-
-typedef struct {
-    float *mirror;                                        /* FIELDS fields, as on the device */
-    float *send_west, *recv_west, *send_east, *recv_east; /* STRESS_FIELDS faces each */
-} host_buffers;
-
 /* main loop: begin */
-/* Between `count` fields' HALO columns from column `i0` of the mirror and a contiguous
- * buffer, x fastest, then y, z and field (the order of mpi-acc's subarray). */
-static void marshal(const domain *d, float *mirror, int first, int count, int i0, float *buf, int to_buffer) {
-    const int ny = d->p->ny, nz = d->p->nz;
-    for (int f = 0; f < count; f++) {
-        for (int k = 0; k < nz; k++) {
-            for (int j = 0; j < ny; j++) {
-                float *cell = mirror + (size_t)(first + f) * d->field + ((k + HALO) * d->nyp + j + HALO) * d->nxp + i0;
-                float *packed = buf + (((size_t)f * nz + k) * ny + j) * HALO;
-                for (int c = 0; c < HALO; c++) to_buffer ? (packed[c] = cell[c]) : (cell[c] = packed[c]);
-            }
-        }
-    }
-}
-
 static void exchange(const domain *d, host_buffers *hb, int first, int count, step_times *t) {
     const size_t offset = (size_t)first * d->field, floats = (size_t)count * d->field;
     const int face = count * d->p->nz * d->p->ny * HALO;
@@ -59,14 +38,7 @@ static void exchange(const domain *d, host_buffers *hb, int first, int count, st
 /* main loop: end */
 
 step_times run_mpi_gpu(domain *d, int steps) {
-    const size_t face = (size_t)STRESS_FIELDS * d->p->nz * d->p->ny * HALO;
-    host_buffers hb = {
-        .mirror = malloc((size_t)FIELDS * d->field * sizeof(float)),
-        .send_west = malloc(face * sizeof(float)),
-        .recv_west = malloc(face * sizeof(float)),
-        .send_east = malloc(face * sizeof(float)),
-        .recv_east = malloc(face * sizeof(float)),
-    };
+    host_buffers hb = host_buffers_alloc(d, 1);
     step_times t = {0, 0, 0, 0};
     /* main loop: begin */
     for (int step = 0; step < steps; step++) {
@@ -77,7 +49,6 @@ step_times run_mpi_gpu(domain *d, int steps) {
         record_step(d, step, &t);
     }
     /* main loop: end */
-    float *all[] = {hb.mirror, hb.send_west, hb.recv_west, hb.send_east, hb.recv_east};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    host_buffers_free(&hb);
     return t;
 }

@@ -5,11 +5,9 @@
  * into the halos. */
 #include "seismology.h"
 
-#include <stdlib.h>
-
 typedef struct {
     cl_mem send_west, recv_west, send_east, recv_east; /* device staging, STRESS_FIELDS faces each */
-    float *host_send_west, *host_recv_west, *host_send_east, *host_recv_east; /* host staging */
+    host_buffers host;                                 /* host staging, main.c's */
 } staging;
 
 /* main loop: begin */
@@ -35,21 +33,21 @@ static void exchange(const domain *d, staging *s, int first, int count, step_tim
     CL_CHECK(clFinish(d->queue));
     const double t1 = MPI_Wtime();
     if (d->west != MPI_PROC_NULL)
-        CL_CHECK(clEnqueueReadBuffer(d->queue, s->send_west, CL_FALSE, 0, bytes, s->host_send_west, 0, NULL, NULL));
+        CL_CHECK(clEnqueueReadBuffer(d->queue, s->send_west, CL_FALSE, 0, bytes, s->host.send_west, 0, NULL, NULL));
     if (d->east != MPI_PROC_NULL)
-        CL_CHECK(clEnqueueReadBuffer(d->queue, s->send_east, CL_FALSE, 0, bytes, s->host_send_east, 0, NULL, NULL));
+        CL_CHECK(clEnqueueReadBuffer(d->queue, s->send_east, CL_FALSE, 0, bytes, s->host.send_east, 0, NULL, NULL));
     CL_CHECK(clFinish(d->queue));
     const double t2 = MPI_Wtime();
-    MPI_Irecv(s->host_recv_west, n, MPI_FLOAT, d->west, TAG_EASTWARD, d->cart, &req[0]);
-    MPI_Irecv(s->host_recv_east, n, MPI_FLOAT, d->east, TAG_WESTWARD, d->cart, &req[1]);
-    MPI_Isend(s->host_send_east, n, MPI_FLOAT, d->east, TAG_EASTWARD, d->cart, &req[2]);
-    MPI_Isend(s->host_send_west, n, MPI_FLOAT, d->west, TAG_WESTWARD, d->cart, &req[3]);
+    MPI_Irecv(s->host.recv_west, n, MPI_FLOAT, d->west, TAG_EASTWARD, d->cart, &req[0]);
+    MPI_Irecv(s->host.recv_east, n, MPI_FLOAT, d->east, TAG_WESTWARD, d->cart, &req[1]);
+    MPI_Isend(s->host.send_east, n, MPI_FLOAT, d->east, TAG_EASTWARD, d->cart, &req[2]);
+    MPI_Isend(s->host.send_west, n, MPI_FLOAT, d->west, TAG_WESTWARD, d->cart, &req[3]);
     MPI_Waitall(4, req, st);
     const double t3 = MPI_Wtime();
     if (d->west != MPI_PROC_NULL)
-        CL_CHECK(clEnqueueWriteBuffer(d->queue, s->recv_west, CL_FALSE, 0, bytes, s->host_recv_west, 0, NULL, NULL));
+        CL_CHECK(clEnqueueWriteBuffer(d->queue, s->recv_west, CL_FALSE, 0, bytes, s->host.recv_west, 0, NULL, NULL));
     if (d->east != MPI_PROC_NULL)
-        CL_CHECK(clEnqueueWriteBuffer(d->queue, s->recv_east, CL_FALSE, 0, bytes, s->host_recv_east, 0, NULL, NULL));
+        CL_CHECK(clEnqueueWriteBuffer(d->queue, s->recv_east, CL_FALSE, 0, bytes, s->host.recv_east, 0, NULL, NULL));
     CL_CHECK(clFinish(d->queue));
     const double t4 = MPI_Wtime();
     if (d->west != MPI_PROC_NULL) face(d, s->recv_west, first, count, 0, 0);
@@ -76,10 +74,7 @@ step_times run_mpi_gpu_adv(domain *d, int steps) {
         .recv_west = staging_buffer(d, bytes),
         .send_east = staging_buffer(d, bytes),
         .recv_east = staging_buffer(d, bytes),
-        .host_send_west = malloc(bytes),
-        .host_recv_west = malloc(bytes),
-        .host_send_east = malloc(bytes),
-        .host_recv_east = malloc(bytes),
+        .host = host_buffers_alloc(d, 0),
     };
     step_times t = {0, 0, 0, 0};
     /* main loop: begin */
@@ -93,7 +88,6 @@ step_times run_mpi_gpu_adv(domain *d, int steps) {
     /* main loop: end */
     cl_mem mems[] = {s.send_west, s.recv_west, s.send_east, s.recv_east};
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++) clReleaseMemObject(mems[i]);
-    float *host[] = {s.host_send_west, s.host_recv_west, s.host_send_east, s.host_recv_east};
-    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    host_buffers_free(&s.host);
     return t;
 }

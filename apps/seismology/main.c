@@ -1,64 +1,33 @@
 /* FDM-Seismology: a 3D elastic velocity-stress staggered-grid finite-difference code (4th
- * order in space, 2nd in time) in OpenCL, with its halo exchange written three ways, as in
- * the MPI-ACC port of FDM-Seismology: mpi-gpu (whole fields copied to the host and marshaled
- * there), mpi-gpu-adv (faces marshaled on the device, only they staged) and mpi-acc (the
- * cl_mem handed to MPI with a datatype per face). A layered model (three horizontal layers),
+ * order in space, 2nd in time), with its halo exchange written three ways, as in the MPI-ACC
+ * port of FDM-Seismology: mpi-gpu (whole fields copied to the host and marshaled there),
+ * mpi-gpu-adv (faces marshaled on the device, only they staged) and mpi-acc (the device
+ * buffer handed to MPI with a datatype per face). A layered model (three horizontal layers),
  * an explosive point source (Ricker wavelet), a sponge on all six faces, vz recorded at four
  * receivers. The grid is cut along x, one slab per rank; each step computes velocity,
  * exchanges its halos, computes stress and exchanges its halos.
  *
- *   mpiexec -n 4 apps/seismology/seismology --nx 256 --ny 128 --nz 128 --steps 100 --check
+ * This driver (options, the serial reference, --check, the hash and the CSV) is built twice,
+ * over the OpenCL device layer as seismology and over the CUDA one as seismology_cuda
+ * (seismology.h):
  *
- * Without a usable OpenCL device on every rank it says so and exits with 77 (automake's
+ *   mpiexec -n 4 apps/seismology/seismology --nx 256 --ny 128 --nz 128 --steps 100 --check
+ *   mpiexec -n 4 apps/seismology/seismology_cuda --nx 256 --ny 128 --nz 128 --steps 100 --check
+ *
+ * Without a usable device on every rank it says so and exits with 77 (automake's
  * "skipped"). See apps/seismology/README.md for the lines-of-code count of the loops. */
 #include "seismology.h"
 
 #include "../common/app_common.h"
-#include "../common/opencl_device.h"
 
 #include <float.h>
 #include <limits.h>
 #include <math.h>
-#include <mpiacc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "results_csv.h"
-
-/* The kernels around physics.h's cell updates: one work-item per interior cell (velocity,
- * stress), per receiver (record) or per face element (face: mpi-gpu-adv's marshaling, in the
- * order of the face's subarray: x fastest, then y, z, field). */
-static const char *kKernels =
-    "__kernel void velocity(__global float *w, __global const float *coef, __global const float *damp, int lnx,\n"
-    "                       int ny, int nz, int field) {\n"
-    "    int i = get_global_id(0), j = get_global_id(1), k = get_global_id(2);\n"
-    "    if (i >= lnx || j >= ny || k >= nz) return;\n"
-    "    int sy = lnx + 2 * HALO, sz = sy * (ny + 2 * HALO), n = (k + HALO) * sz + (j + HALO) * sy + i + HALO;\n"
-    "    seis_velocity(w, field, n, sy, sz, coef + COEFS * k, seis_sponge(damp, damp + lnx, damp + lnx + ny, i, j, "
-    "k));\n"
-    "}\n"
-    "__kernel void stress(__global float *w, __global const float *coef, __global const float *damp, int lnx,\n"
-    "                     int ny, int nz, int field, int source, float amplitude) {\n"
-    "    int i = get_global_id(0), j = get_global_id(1), k = get_global_id(2);\n"
-    "    if (i >= lnx || j >= ny || k >= nz) return;\n"
-    "    int sy = lnx + 2 * HALO, sz = sy * (ny + 2 * HALO), n = (k + HALO) * sz + (j + HALO) * sy + i + HALO;\n"
-    "    seis_stress(w, field, n, sy, sz, coef + COEFS * k, seis_sponge(damp, damp + lnx, damp + lnx + ny, i, j, k),\n"
-    "                n == source ? amplitude : 0.0f);\n"
-    "}\n"
-    "__kernel void record(__global const float *w, __global float *traces, __global const int *where, int slot) {\n"
-    "    int r = get_global_id(0);\n"
-    "    if (where[r] >= 0) traces[slot * RECEIVERS + r] = w[where[r]];\n"
-    "}\n"
-    "__kernel void face(__global float *w, __global float *buf, int first, int count, int i0, int lnx, int ny,\n"
-    "                   int nz, int field, int to_buffer) {\n"
-    "    int e = get_global_id(0);\n"
-    "    if (e >= count * nz * ny * HALO) return;\n"
-    "    int c = e % HALO, j = e / HALO % ny, k = e / (HALO * ny) % nz, f = e / (HALO * ny * nz);\n"
-    "    int sy = lnx + 2 * HALO, sz = sy * (ny + 2 * HALO);\n"
-    "    int n = (first + f) * field + (k + HALO) * sz + (j + HALO) * sy + i0 + c;\n"
-    "    if (to_buffer) buf[e] = w[n]; else w[n] = buf[e];\n"
-    "}\n";
 
 typedef struct {
     int nx, ny, nz, steps, every, warmup, check, async,
@@ -70,7 +39,7 @@ static const char *const kVariants[3] = {"mpi-gpu", "mpi-gpu-adv", "mpi-acc"};
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: mpiexec -n N seismology [options]\n"
+            "usage: mpiexec -n N %s [options]\n"
             "  --nx X --ny Y --nz Z  global grid in cells, z the depth, cut along x (default 256 x 128 x 128)\n"
             "  --steps S           timed time steps (default 100)\n"
             "  --every E           a receiver sample each E steps (default 10)\n"
@@ -80,13 +49,13 @@ static void usage(FILE *f) {
             "                      traces with a serial reference on rank 0; tolerance 4 * FLT_EPSILON * (steps + 1),\n"
             "                      relative to the norm, to each field's largest value and the largest sample\n"
             "  --async             mpi-acc only: the compute steps enqueue their kernels and do not wait, the sends\n"
-            "                      wait for them through MPIX_ACC_EVENT; compute then counts the enqueues only,\n"
-            "                      and comm the kernels too\n"
+            "                      wait for them through the types' MPIX_ACC_EVENT (OpenCL) or MPIX_ACC_STREAM\n"
+            "                      (CUDA); compute then counts the enqueues only, and comm the kernels too\n"
             "  --csv FILE          per-step compute, marshaling, copy and communication times, one row per variant\n"
-            "                      (a folder, or a path ending in '/', gets seismology-<date>.csv)\n"
+            "                      (a folder, or a path ending in '/', gets %s-<date>.csv)\n"
             "  --help              this text\n"
-            "  platform: $MPIACC_OPENCL_PLATFORM (substring of the name); device: local rank modulo\n"
-            "  the platform's device count\n");
+            "%s",
+            kProgram, kProgram, kDeviceHelp);
 }
 
 static int variant_bits(const char *v) {
@@ -128,160 +97,101 @@ static int parse(int argc, char **argv, int rank, options *o) {
         else if (!strcmp(a, "--variant"))
             ok = v && (o->variants = variant_bits(v));
         else {
-            if (rank == 0) fprintf(stderr, "seismology: unknown option %s\n", a);
+            if (rank == 0) fprintf(stderr, "%s: unknown option %s\n", kProgram, a);
             return 2;
         }
         if (!ok) {
-            if (rank == 0) fprintf(stderr, "seismology: bad option %s %s\n", a, v ? v : "(missing value)");
+            if (rank == 0) fprintf(stderr, "%s: bad option %s %s\n", kProgram, a, v ? v : "(missing value)");
             return 2;
         }
         i++;
     }
     if (o->warmup > o->steps) {
-        if (rank == 0) fprintf(stderr, "seismology: --warmup %d is more than --steps %d\n", o->warmup, o->steps);
+        if (rank == 0) fprintf(stderr, "%s: --warmup %d is more than --steps %d\n", kProgram, o->warmup, o->steps);
         return 2;
     }
     return 0;
 }
 
-void cl_fail(cl_int err, const char *call, const char *file, int line) {
-    fprintf(stderr, "seismology: %s failed with OpenCL error %d (%s:%d)\n", call, (int)err, file, line);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-static cl_kernel kernel(cl_program program, const char *name) {
-    cl_int err;
-    cl_kernel k = clCreateKernel(program, name, &err);
-    CL_CHECK(err);
-    return k;
-}
-
-/* The program: FP_CONTRACT OFF, the constants, physics.h's cell updates, the kernels. */
-static void build_kernels(cl_device_id device, domain *d) {
-    char prologue[256];
-    snprintf(prologue, sizeof prologue,
-             "#pragma OPENCL FP_CONTRACT OFF\n#define GLOBAL_MEM __global\n#define SEIS_FN\n"
-             "#define HALO %d\n#define COEFS %d\n#define RECEIVERS %d\n",
-             HALO, COEFS, RECEIVERS);
-    const char *sources[] = {prologue, SEIS_XSTR(SEIS_PHYSICS), "\n", kKernels};
-    cl_int err;
-    cl_program program = clCreateProgramWithSource(d->context, 4, sources, NULL, &err);
-    CL_CHECK(err);
-    if (clBuildProgram(program, 1, &device, NULL, NULL, NULL) != CL_SUCCESS) {
-        char log[8192] = "";
-        clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-        fprintf(stderr, "seismology: the kernels do not build:\n%s\n", log);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    d->velocity = kernel(program, "velocity");
-    d->stress = kernel(program, "stress");
-    d->record = kernel(program, "record");
-    d->face = kernel(program, "face");
-    clReleaseProgram(program);
-    size_t most = 1, velocity_most = 1;
-    CL_CHECK(clGetKernelWorkGroupInfo(d->stress, device, CL_KERNEL_WORK_GROUP_SIZE, sizeof most, &most, NULL));
-    CL_CHECK(clGetKernelWorkGroupInfo(d->velocity, device, CL_KERNEL_WORK_GROUP_SIZE, sizeof velocity_most,
-                                      &velocity_most, NULL));
-    if (velocity_most < most) most = velocity_most;
-    d->local[0] = 32, d->local[1] = 4, d->local[2] = 2;
-    while (d->local[0] * d->local[1] * d->local[2] > most) d->local[d->local[2] > 1 ? 2 : d->local[1] > 1 ? 1 : 0] /= 2;
-    const int n[3] = {d->lnx, d->p->ny, d->p->nz};
-    for (int a = 0; a < 3; a++) d->global[a] = ((size_t)n[a] + d->local[a] - 1) / d->local[a] * d->local[a];
-    /* Arguments fixed for the run; the source's amplitude (stress, 8) and the sample's slot
-     * (record, 3) are set per step. */
-    cl_kernel both[2] = {d->velocity, d->stress};
-    for (int i = 0; i < 2; i++) {
-        CL_CHECK(clSetKernelArg(both[i], 0, sizeof(cl_mem), &d->wave));
-        CL_CHECK(clSetKernelArg(both[i], 1, sizeof(cl_mem), &d->coef));
-        CL_CHECK(clSetKernelArg(both[i], 2, sizeof(cl_mem), &d->damp));
-        CL_CHECK(clSetKernelArg(both[i], 3, sizeof(int), &d->lnx));
-        CL_CHECK(clSetKernelArg(both[i], 4, sizeof(int), &d->p->ny));
-        CL_CHECK(clSetKernelArg(both[i], 5, sizeof(int), &d->p->nz));
-        CL_CHECK(clSetKernelArg(both[i], 6, sizeof(int), &d->field));
-    }
-    CL_CHECK(clSetKernelArg(d->stress, 7, sizeof(int), &d->source));
-    CL_CHECK(clSetKernelArg(d->record, 0, sizeof(cl_mem), &d->wave));
-    CL_CHECK(clSetKernelArg(d->record, 1, sizeof(cl_mem), &d->traces));
-    CL_CHECK(clSetKernelArg(d->record, 2, sizeof(cl_mem), &d->receivers));
-}
-
-/* Enqueues `k` over the interior and waits for it (not under --async), so that the time
- * splits into compute and the rest; the event goes to *done when asked for. */
-static void run_kernel(domain *d, cl_kernel k, step_times *t, cl_event *done) {
-    const double t0 = MPI_Wtime();
-    cl_event event;
-    CL_CHECK(clEnqueueNDRangeKernel(d->queue, k, 3, NULL, d->global, d->local, 0, NULL, &event));
-    if (d->async)
-        CL_CHECK(clFlush(d->queue));
-    else
-        CL_CHECK(clWaitForEvents(1, &event));
-    if (done)
-        *done = event;
-    else
-        CL_CHECK(clReleaseEvent(event));
-    t->compute += MPI_Wtime() - t0;
-}
-
-void velocity_step(domain *d, step_times *t, cl_event *done) { run_kernel(d, d->velocity, t, done); }
-
-void stress_step(domain *d, int step, step_times *t, cl_event *done) {
-    CL_CHECK(clSetKernelArg(d->stress, 8, sizeof(float), &d->p->wavelet[step]));
-    run_kernel(d, d->stress, t, done);
-}
-
-void record_step(domain *d, int step, step_times *t) {
-    const int slot = (step + 1) / d->p->every - 1;
-    if ((step + 1) % d->p->every || slot >= d->p->slots) return;
-    const double t0 = MPI_Wtime();
-    const size_t global = RECEIVERS;
-    CL_CHECK(clSetKernelArg(d->record, 3, sizeof(int), &slot));
-    CL_CHECK(clEnqueueNDRangeKernel(d->queue, d->record, 1, NULL, &global, NULL, 0, NULL, NULL));
-    if (!d->async) CL_CHECK(clFinish(d->queue));
-    t->compute += MPI_Wtime() - t0;
-}
-
-static cl_mem make_buffer(const domain *d, size_t bytes, void *host) {
-    cl_int err;
-    cl_mem m = clCreateBuffer(d->context, CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0), bytes, host, &err);
-    CL_CHECK(err);
-    return m;
-}
-
-/* The slab's buffers: the model's coefficients, the sponge along its columns, where its
- * receivers and source sit. */
-static void make_buffers(domain *d) {
+/* The slab's inputs to the device: its sponge factors (returned, lnx then ny then nz floats,
+ * for the caller to free), where its receivers sit in the wavefield (-1 where not in the
+ * slab) and, into d->source, where its source sits in a field. */
+static float *slab_inputs(domain *d, int where[RECEIVERS]) {
     const problem *p = d->p;
-    d->wave = make_buffer(d, (size_t)FIELDS * d->field * sizeof(float), NULL);
-    d->coef = make_buffer(d, (size_t)p->nz * COEFS * sizeof(float), p->coef);
     float *damp = malloc((size_t)(d->lnx + p->ny + p->nz) * sizeof(float));
     memcpy(damp, p->sponge[0] + d->x0, (size_t)d->lnx * sizeof(float));
     memcpy(damp + d->lnx, p->sponge[1], (size_t)p->ny * sizeof(float));
     memcpy(damp + d->lnx + p->ny, p->sponge[2], (size_t)p->nz * sizeof(float));
-    d->damp = make_buffer(d, (size_t)(d->lnx + p->ny + p->nz) * sizeof(float), damp);
-    free(damp);
-    int where[RECEIVERS];
     for (int r = 0; r < RECEIVERS; r++) {
         const int i = p->receiver_x[r] - d->x0;
         where[r] = i < 0 || i >= d->lnx
                        ? -1
                        : VZ * d->field + ((p->receiver_z + HALO) * d->nyp + p->receiver_y + HALO) * d->nxp + i + HALO;
     }
-    d->receivers = make_buffer(d, sizeof where, where);
-    d->traces = make_buffer(d, (size_t)(p->slots ? p->slots : 1) * RECEIVERS * sizeof(float), NULL);
     const int si = p->source[0] - d->x0;
     d->source =
         si < 0 || si >= d->lnx ? -1 : ((p->source[2] + HALO) * d->nyp + p->source[1] + HALO) * d->nxp + si + HALO;
+    return damp;
 }
 
-/* Every field and trace at zero: the start of every run. */
-static void load_initial(domain *d) {
-    const float zero = 0;
-    CL_CHECK(clEnqueueFillBuffer(d->queue, d->wave, &zero, sizeof zero, 0, (size_t)FIELDS * d->field * sizeof(float), 0,
-                                 NULL, NULL));
-    CL_CHECK(clEnqueueFillBuffer(d->queue, d->traces, &zero, sizeof zero, 0,
-                                 (size_t)(d->p->slots ? d->p->slots : 1) * RECEIVERS * sizeof(float), 0, NULL, NULL));
-    CL_CHECK(clFinish(d->queue));
+host_buffers host_buffers_alloc(const domain *d, int mirror) {
+    const size_t face = (size_t)STRESS_FIELDS * d->p->nz * d->p->ny * HALO * sizeof(float);
+    return (host_buffers){
+        .mirror = mirror ? malloc((size_t)FIELDS * d->field * sizeof(float)) : NULL,
+        .send_west = malloc(face),
+        .recv_west = malloc(face),
+        .send_east = malloc(face),
+        .recv_east = malloc(face),
+    };
 }
+
+void host_buffers_free(host_buffers *hb) {
+    float *all[] = {hb->mirror, hb->send_west, hb->recv_west, hb->send_east, hb->recv_east};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+}
+
+/* HALO columns from column `i0` of `count` fields, interior rows only. */
+static MPI_Datatype face(const domain *d, int first, int count, int i0,
+                         void (*tag)(const domain *d, int first, MPI_Datatype t)) {
+    const int sizes[4] = {count, d->nzp, d->nyp, d->nxp}, subsizes[4] = {count, d->p->nz, d->p->ny, HALO};
+    const int starts[4] = {0, HALO, HALO, i0};
+    MPI_Datatype t;
+    MPI_Type_create_subarray(4, sizes, subsizes, starts, MPI_ORDER_C, MPI_FLOAT, &t);
+    tag(d, first, t);
+    MPI_Type_commit(&t);
+    return t;
+}
+
+face_types make_face_types(const domain *d, int first, int count,
+                           void (*tag)(const domain *d, int first, MPI_Datatype t)) {
+    return (face_types){
+        .send_west = face(d, first, count, HALO, tag),
+        .recv_west = face(d, first, count, 0, tag),
+        .send_east = face(d, first, count, d->lnx, tag),
+        .recv_east = face(d, first, count, d->lnx + HALO, tag),
+    };
+}
+
+void free_face_types(face_types *ft) {
+    MPI_Datatype *all[] = {&ft->send_west, &ft->recv_west, &ft->send_east, &ft->recv_east};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) MPI_Type_free(all[i]);
+}
+
+/* main loop: begin */
+/* mpi-gpu's marshaling, shared by both forms (seismology.h); counted in mpi-gpu's main loop. */
+void marshal(const domain *d, float *mirror, int first, int count, int i0, float *buf, int to_buffer) {
+    const int ny = d->p->ny, nz = d->p->nz;
+    for (int f = 0; f < count; f++) {
+        for (int k = 0; k < nz; k++) {
+            for (int j = 0; j < ny; j++) {
+                float *cell = mirror + (size_t)(first + f) * d->field + ((k + HALO) * d->nyp + j + HALO) * d->nxp + i0;
+                float *packed = buf + (((size_t)f * nz + k) * ny + j) * HALO;
+                for (int c = 0; c < HALO; c++) to_buffer ? (packed[c] = cell[c]) : (cell[c] = packed[c]);
+            }
+        }
+    }
+}
+/* main loop: end */
 
 /* The final interior fields on rank 0 (FIELDS x nz x ny x nx, NULL elsewhere), and the traces
  * summed there (a receiver is sampled on one rank, 0 on the others). Host memory only: this
@@ -289,19 +199,16 @@ static void load_initial(domain *d) {
 static float *gather(const domain *d, float *traces) {
     const problem *p = d->p;
     const size_t whole = (size_t)FIELDS * d->field, rows = (size_t)FIELDS * p->nz * p->ny;
+    const int samples = p->slots * RECEIVERS;
     float *w = malloc(whole * sizeof(float)), *mine = malloc(rows * d->lnx * sizeof(float));
-    CL_CHECK(clEnqueueReadBuffer(d->queue, d->wave, CL_TRUE, 0, whole * sizeof(float), w, 0, NULL, NULL));
+    float *part = malloc((size_t)(samples ? samples : 1) * sizeof(float));
+    device_read(d, w, part);
     for (size_t r = 0; r < rows; r++) {
         const size_t f = r / ((size_t)p->nz * p->ny), k = r / p->ny % p->nz, j = r % p->ny;
         memcpy(mine + r * d->lnx, w + f * d->field + ((k + HALO) * d->nyp + j + HALO) * d->nxp + HALO,
                (size_t)d->lnx * sizeof(float));
     }
     free(w);
-    const int samples = p->slots * RECEIVERS;
-    float *part = malloc((size_t)(samples ? samples : 1) * sizeof(float));
-    if (samples)
-        CL_CHECK(
-            clEnqueueReadBuffer(d->queue, d->traces, CL_TRUE, 0, (size_t)samples * sizeof(float), part, 0, NULL, NULL));
     MPI_Reduce(part, traces, samples, MPI_FLOAT, MPI_SUM, 0, d->cart);
     free(part);
     if (d->rank != 0) {
@@ -390,9 +297,8 @@ static int make_domain(const problem *p, domain *d) {
     const double floats = (double)FIELDS * (p->nx / size + 1 + 2 * HALO) * (p->ny + 2 * HALO) * (p->nz + 2 * HALO);
     if (p->nx < HALO * size || floats > INT_MAX) {
         if (rank == 0)
-            fprintf(stderr,
-                    "seismology: %d columns do not cut into %d slabs of at least %d columns and at most %d floats\n",
-                    p->nx, size, HALO, INT_MAX);
+            fprintf(stderr, "%s: %d columns do not cut into %d slabs of at least %d columns and at most %d floats\n",
+                    kProgram, p->nx, size, HALO, INT_MAX);
         return 0;
     }
     MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &d->cart);
@@ -407,10 +313,10 @@ static int make_domain(const problem *p, domain *d) {
 }
 
 static step_times run_variant(domain *d, int v, int steps, int async) {
-    load_initial(d);
+    device_zero(d);
     d->async = async && v == 2;
     const step_times t = v == 0 ? run_mpi_gpu(d, steps) : v == 1 ? run_mpi_gpu_adv(d, steps) : run_mpi_acc(d, steps);
-    CL_CHECK(clFinish(d->queue)); /* --async leaves the last kernels queued */
+    device_finish(d);
     return t;
 }
 
@@ -436,7 +342,7 @@ int main(int argc, char **argv) {
     problem p = {.nx = o.nx, .ny = o.ny, .nz = o.nz, .steps = o.steps, .every = o.every};
     domain d = {0};
     if (!make_problem(&p)) {
-        if (rank == 0) fprintf(stderr, "seismology: the grid needs at least 4 x 4 x 6 cells\n");
+        if (rank == 0) fprintf(stderr, "%s: the grid needs at least 4 x 4 x 6 cells\n", kProgram);
         MPI_Finalize();
         return 2;
     }
@@ -451,31 +357,26 @@ int main(int argc, char **argv) {
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &local_rank);
     MPI_Comm_free(&node);
-    cl_device_id device;
-    int usable = MPIX_Query_opencl_support() && app_opencl_device(local_rank, &device), all_usable = 0;
+    int where[RECEIVERS], usable = device_find(local_rank), all_usable = 0;
     MPI_Allreduce(&usable, &all_usable, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all_usable) {
-        if (rank == 0) printf("seismology: no usable OpenCL device on some rank; nothing to show\n");
+        if (rank == 0) printf("%s: no usable %s device on some rank; nothing to show\n", kProgram, kDeviceKind);
         free_problem(&p);
         MPI_Finalize();
         return 77;
     }
-    cl_int err;
-    d.context = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
-    CL_CHECK(err);
-    d.queue = clCreateCommandQueue(d.context, device, 0, &err);
-    CL_CHECK(err);
-    make_buffers(&d);
-    build_kernels(device, &d);
+    float *damp = slab_inputs(&d, where);
+    device_open(&d, damp, where);
+    free(damp);
 
     FILE *csv = NULL;
     char csv_path[4096] = "", lib[MPI_MAX_LIBRARY_VERSION_STRING];
     if (o.csv && d.rank == 0) {
-        csv = open_results_csv(o.csv, "seismology", csv_path, sizeof csv_path);
-        if (!csv) fprintf(stderr, "seismology: cannot write %s\n", csv_path);
+        csv = open_results_csv(o.csv, kProgram, csv_path, sizeof csv_path);
+        if (!csv) fprintf(stderr, "%s: cannot write %s\n", kProgram, csv_path);
     }
     if (csv) {
-        begin_results_csv(csv, "seismology", argc, argv, lib);
+        begin_results_csv(csv, kProgram, argc, argv, lib);
         fprintf(csv,
                 "# %s\nvariant,precision,ranks,nx,ny,nz,steps,every,compute_us,marshal_us,copy_us,comm_us,total_us,"
                 "check,norm_rel_diff,field_rel_diff,trace_rel_diff\n",
@@ -498,9 +399,9 @@ int main(int argc, char **argv) {
             const double us = 1e6 / o.steps;
             const char *name = v == 2 && o.async ? "mpi-acc-async" : kVariants[v];
             printf(
-                "seismology: %s, %d ranks, %dx%dx%d cells, %d steps: compute %.1f, marshal %.1f, copy %.1f, comm %.1f "
+                "%s: %s, %d ranks, %dx%dx%d cells, %d steps: compute %.1f, marshal %.1f, copy %.1f, comm %.1f "
                 "us/step, %s\n",
-                name, size, o.nx, o.ny, o.nz, o.steps, most[0] * us, most[1] * us, most[2] * us, most[3] * us,
+                kProgram, name, size, o.nx, o.ny, o.nz, o.steps, most[0] * us, most[1] * us, most[2] * us, most[3] * us,
                 verdict.text);
             if (csv) {
                 char diffs[96] = ",,";
@@ -518,17 +419,12 @@ int main(int argc, char **argv) {
     }
     if (csv) {
         fclose(csv);
-        printf("seismology: wrote %s\n", csv_path);
+        printf("%s: wrote %s\n", kProgram, csv_path);
     }
     free(ref_fields);
     free(ref_traces);
     MPI_Bcast(&failed, 1, MPI_INT, 0, d.cart);
-    cl_mem mems[] = {d.wave, d.coef, d.damp, d.receivers, d.traces};
-    for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++) clReleaseMemObject(mems[i]);
-    cl_kernel kernels[] = {d.velocity, d.stress, d.record, d.face};
-    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) clReleaseKernel(kernels[i]);
-    clReleaseCommandQueue(d.queue);
-    clReleaseContext(d.context);
+    device_close(&d);
     MPI_Comm_free(&d.cart);
     free_problem(&p);
     MPI_Finalize();

@@ -1,17 +1,25 @@
-/* The arithmetic of one cell of the velocity-stress scheme, written once: main.c's OpenCL
- * program gets it as text (SEIS_PHYSICS stringified, with GLOBAL_MEM = __global and SEIS_FN
- * empty) and reference.c compiles it as C (GLOBAL_MEM empty, SEIS_FN static inline). With
- * FP_CONTRACT OFF in the kernels and -ffp-contract=off in the C, both round the same
- * operations in the same order, so --check can expect the same bits.
+/* The arithmetic of one cell of the velocity-stress scheme, written once for the three places
+ * that run it: the OpenCL program gets it as text (SEIS_PHYSICS stringified, with GLOBAL_MEM =
+ * __global and SEIS_FN empty), the CUDA kernels as device code (seis_kernels.cu, SEIS_FN
+ * __device__) and reference.c as C (GLOBAL_MEM empty, SEIS_FN static inline). Each is built
+ * without contraction (FP_CONTRACT OFF, nvcc -fmad=false, -ffp-contract=off), so all three
+ * round the same operations in the same order, and --check can expect the same bits.
  *
  * Staggering (Virieux): normal stresses at the cell (i, j, k); vx at i + 1/2, vy at j + 1/2,
  * vz at k + 1/2; sxy at (i + 1/2, j + 1/2), sxz at (i + 1/2, k + 1/2), syz at (j + 1/2,
  * k + 1/2), each stored at index (i, j, k). The nine fields lie one after another in one
- * array `w`, `field` floats apart, in the order of the enum in seismology.h. Derivatives are
+ * array `w`, `field` floats apart, in the order of the first enum below. Derivatives are
  * 4th order, (9/8, -1/24) over two cells on each side; the per-layer coefficients `c` (six
- * floats, see seismology.h) carry dt / h. `damp` is the sponge's factor at the cell. */
+ * floats, see the COEF_ enum) carry dt / h. `damp` is the sponge's factor at the cell. */
 #ifndef SEISMOLOGY_PHYSICS_H_INCLUDED
 #define SEISMOLOGY_PHYSICS_H_INCLUDED
+
+/* The fields in the order they lie in `w`, and the sizes the kernels and the reference share. */
+enum { VX, VY, VZ, SXX, SYY, SZZ, SXY, SXZ, SYZ, FIELDS };
+enum { VELOCITY_FIELDS = 3, STRESS_FIELDS = 6, HALO = 2, RECEIVERS = 4 };
+/* The six per-layer coefficients of the cell updates, each times dt / h: buoyancy at the cell and
+ * at k + 1/2, lambda + 2 mu, lambda, mu at the cell and its harmonic mean at k + 1/2. */
+enum { COEF_B, COEF_BZ, COEF_L2M, COEF_LAM, COEF_MU, COEF_MUZ, COEFS };
 
 #define SEIS_STR(...) #__VA_ARGS__
 #define SEIS_XSTR(...) SEIS_STR(__VA_ARGS__)

@@ -10,12 +10,6 @@ const char kDeviceHelp[] = "  device: local rank modulo the node's CUDA device c
 
 static int device;
 
-void cuda_fail(cudaError_t err, const char *call, const char *file, int line) {
-    fprintf(stderr, "stencil2d_cuda: %s failed with %s (%s) (%s:%d)\n", call, cudaGetErrorName(err),
-            cudaGetErrorString(err), file, line);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
 /* The local rank's device modulo the count, so that ranks of one node spread over its GPUs. */
 int device_find(int local_rank) {
     int count = 0;

@@ -28,11 +28,6 @@ static const char kKernel[] =
 static cl_device_id device;
 static cl_context context;
 
-void cl_fail(cl_int err, const char *call, const char *file, int line) {
-    fprintf(stderr, "stencil2d: %s failed with OpenCL error %d (%s:%d)\n", call, (int)err, file, line);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
 /* The device apps/common/opencl_device.h picks, where MPI-ACC was built with OpenCL. */
 int device_find(int local_rank) { return MPIX_Query_opencl_support() && app_opencl_device(local_rank, &device); }
 

@@ -45,22 +45,11 @@ typedef struct {
     double compute, comm; /* seconds, summed over the iterations */
 } loop_times;
 
+/* CUDA_CHECK(call) or CL_CHECK(call): every rank stops, with a message naming the call. */
 #ifdef STENCIL2D_CUDA
-/* Stops every rank with a message naming the CUDA call, its error and the place. */
-void cuda_fail(cudaError_t err, const char *call, const char *file, int line);
-#define CUDA_CHECK(call)                                                                           \
-    do {                                                                                           \
-        cudaError_t cuda_check_err_ = (call);                                                      \
-        if (cuda_check_err_ != cudaSuccess) cuda_fail(cuda_check_err_, #call, __FILE__, __LINE__); \
-    } while (0)
+#include "../common/cuda_check.h"
 #else
-/* Stops every rank with a message naming the OpenCL call, its error and the place. */
-void cl_fail(cl_int err, const char *call, const char *file, int line);
-#define CL_CHECK(call)                                                                      \
-    do {                                                                                    \
-        cl_int cl_check_err_ = (call);                                                      \
-        if (cl_check_err_ != CL_SUCCESS) cl_fail(cl_check_err_, #call, __FILE__, __LINE__); \
-    } while (0)
+#include "../common/opencl_check.h"
 #endif
 
 /* The device layer (device_opencl.c or device_cuda.c). */
