@@ -12,13 +12,7 @@ const char kDeviceHelp[] = "  device: local rank modulo the node's CUDA device c
 
 static int device;
 
-/* The local rank's device modulo the count, so that ranks of one node spread over its GPUs. */
-int device_find(int local_rank) {
-    int count = 0;
-    if (!MPIX_Query_cuda_support() || cudaGetDeviceCount(&count) != cudaSuccess || count < 1) return 0;
-    device = local_rank % count;
-    return 1;
-}
+int device_find(int local_rank) { return app_cuda_device(local_rank, &device); }
 
 static size_t trace_bytes(const domain *d) {
     return (size_t)(d->p->slots ? d->p->slots : 1) * RECEIVERS * sizeof(float);

@@ -18,14 +18,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/mpiacc-seismology.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 size="--nx 22 --ny 12 --nz 14 --steps 40 --every 4"
 
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1${2:+ # $2}"; }
-not_ok() { # NAME WHY OUTPUT
-  n=$((n + 1))
-  echo "not ok $n - $1"
-  echo "# $2"
-  printf '%s\n' "$3" | tail -n 10 | sed 's/^/# /'
-}
+. "$top_srcdir/test/user/app_tap.sh"
 
 # ranks RANKS [OPTIONS]: every variant of $prog checked; the output goes to $tmp/$base-RANKS.out.
 ranks() {
@@ -126,19 +119,7 @@ suite() {
     not_ok "$name" "markers missing, or a copy call in the mpi-acc loop" "$(loop "loop_mpi_acc$suffix.c")"
   fi
 
-  name=${base}_names_a_bad_option_once_and_prints_its_usage
-  if [ ! -x "$prog" ]; then
-    ok "$name" "SKIP $skip"
-  else
-    out=$(cd "$tmp" && timeout -k 10 60 "$MPIEXEC" -n 2 "$prog" --variant fast 2>&1)
-    rc=$?
-    if [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | grep -c "^$base: bad option --variant fast")" = 1 ] &&
-      printf '%s\n' "$out" | grep -q "^usage: mpiexec -n N $base "; then
-      ok "$name"
-    else
-      not_ok "$name" "exit $rc" "$out"
-    fi
-  fi
+  bad_option_case "$prog" "$base" "$skip"
 }
 
 suite OpenCL seismology "" clEnqueueRead_or_clEnqueueWrite 'clEnqueue\(Read\|Write\)' clEnqueueReadBuffer

@@ -13,14 +13,7 @@ export MPIACC_OPENCL_PLATFORM
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mpiacc-stencil2d.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1${2:+ # $2}"; }
-not_ok() { # NAME WHY OUTPUT
-  n=$((n + 1))
-  echo "not ok $n - $1"
-  echo "# $2"
-  printf '%s\n' "$3" | tail -n 10 | sed 's/^/# /'
-}
+. "$top_srcdir/test/user/app_tap.sh"
 
 # grid RANKS PGRID [OPTIONS]: both variants of $prog checked; the output goes to $tmp/$base-PGRID.out.
 grid() {
@@ -102,19 +95,7 @@ suite() {
     not_ok "$name" "markers missing, or a copy call in the mpi-acc loop" "$(loop "loop_mpi_acc$suffix.c")"
   fi
 
-  name=${base}_names_a_bad_option_once_and_prints_its_usage
-  if [ ! -x "$prog" ]; then
-    ok "$name" "SKIP $skip"
-  else
-    out=$(cd "$tmp" && timeout -k 10 60 "$MPIEXEC" -n 2 "$prog" --variant fast 2>&1)
-    rc=$?
-    if [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | grep -c "^$base: bad option --variant fast")" = 1 ] &&
-      printf '%s\n' "$out" | grep -q "^usage: mpiexec -n N $base "; then
-      ok "$name"
-    else
-      not_ok "$name" "exit $rc" "$out"
-    fi
-  fi
+  bad_option_case "$prog" "$base" "$skip"
 }
 
 suite OpenCL stencil2d "" clEnqueueRead_or_clEnqueueWrite 'clEnqueue\(Read\|Write\)' clEnqueueReadBufferRect
