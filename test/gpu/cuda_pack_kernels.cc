@@ -603,7 +603,8 @@ int main(int argc, char **argv) {
         }
     }
     // Random nested types (test/mpi/random_types.h), a count of 1 to 3 each; unpacking
-    // only into those whose elements touch no byte twice.
+    // only into those whose elements touch no byte twice. Types with an empty part are left
+    // out: the reference, MPICH 4.0.2's MPI_Pack, cannot pack them (has_empty_part).
     const int type_count = random_type_count();
     for (int unpack = 0; unpack < 2; ++unpack) {
         const std::string name =
@@ -612,7 +613,7 @@ int main(int argc, char **argv) {
             mt_skip(name.c_str(), skip.c_str());
             continue;
         }
-        int paths[4] = {0, 0, 0, 0}, overlapping = 0;
+        int paths[4] = {0, 0, 0, 0}, overlapping = 0, empty_parts = 0;
         MT_CASE(name.c_str()) {
             std::mt19937_64 type_rng(kSeed + 1 + static_cast<std::uint64_t>(unpack));
             for (int i = 0; i < type_count && !mt_case_failed; ++i) {
@@ -622,7 +623,9 @@ int main(int argc, char **argv) {
                 int error = MPI_SUCCESS;
                 std::shared_ptr<const FlatType> flat = mpiacc::flat_type(c.type, &error, &why);
                 if (flat) ++paths[static_cast<int>(path(*flat, c.count))];
-                if (flat && unpack && overlaps(*flat, c.count))
+                if (random_types::has_empty_part(c.type))
+                    ++empty_parts;
+                else if (flat && unpack && overlaps(*flat, c.count))
                     ++overlapping;
                 else
                     run_case(*packer, c, rng, unpack != 0);
@@ -632,8 +635,8 @@ int main(int argc, char **argv) {
         if (mt_rank == 0)
             printf(
                 "# %d random types (%d moved by the strided kernels, %d by the work-unit kernel, %d copied, %d "
-                "empty), %d left out as overlapping\n",
-                type_count, paths[2], paths[3], paths[1], paths[0], overlapping);
+                "empty), %d left out as overlapping, %d for an empty part\n",
+                type_count, paths[2], paths[3], paths[1], paths[0], overlapping, empty_parts);
     }
     const std::string range_name = prefix + "pack_range_beyond_the_data_is_mpi_err_arg";
     if (!skip.empty()) {

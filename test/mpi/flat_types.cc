@@ -216,13 +216,18 @@ int main(int argc, char **argv) {
         const std::uint64_t seed = chosen_seed();
         std::mt19937_64 rng(seed);
         const int kTypes = 50000;
-        int done = 0;
+        int done = 0, empty_parts = 0;
         Tally tally;
         const double start = MPI_Wtime();
         for (; done < kTypes; ++done) {
             const std::uint64_t case_seed = rng();
             std::mt19937_64 case_rng(case_seed);
             MPI_Datatype t = random_types::random_type(case_rng, 1 + static_cast<int>(case_seed % 5));
+            if (random_types::has_empty_part(t)) {  // MPICH's MPI_Pack, the reference, cannot pack it
+                ++empty_parts;
+                MPI_Type_free(&t);
+                continue;
+            }
             const std::int64_t count = std::uniform_int_distribution<int>(0, 4)(case_rng);
             const bool ok = check_type(case_rng, t, count, case_seed, &tally);
             MPI_Type_free(&t);
@@ -232,8 +237,11 @@ int main(int argc, char **argv) {
                 break;
             }
         }
-        printf("# %d random datatypes checked in %.1f s (seed %llu): %lld packed bytes, %lld runs, %lld strided\n",
-               done, MPI_Wtime() - start, (unsigned long long)seed, tally.bytes, tally.runs, tally.strided);
+        printf(
+            "# %d random datatypes checked in %.1f s (seed %llu): %lld packed bytes, %lld runs, %lld strided; %d left "
+            "out for an empty part\n",
+            done - empty_parts, MPI_Wtime() - start, (unsigned long long)seed, tally.bytes, tally.runs, tally.strided,
+            empty_parts);
     }
 
     MT_CASE("vectors_subarrays_and_their_nests_have_one_strided_form") {

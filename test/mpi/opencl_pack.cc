@@ -339,12 +339,17 @@ mpiacc::opencl::PackChoice run_type(Fixture &fx, const NamedType &t, std::mt1993
 // Random nested types (random_types.h), each with its own seed, printed on failure.
 void run_random_types(Fixture &fx, int how_many) {
     std::mt19937_64 rng(kSeed);
-    int strided = 0, units = 0, checked = 0;
+    int strided = 0, units = 0, checked = 0, empty_parts = 0;
     const double start = MPI_Wtime();
     for (; checked < how_many && !mt_case_failed; ++checked) {
         const std::uint64_t seed = rng();
         std::mt19937_64 type_rng(seed);
         MPI_Datatype type = random_types::random_type(type_rng, 1 + static_cast<int>(seed % 4));
+        if (random_types::has_empty_part(type)) {  // MPICH's MPI_Pack, the reference, cannot pack it
+            ++empty_parts;
+            MPI_Type_free(&type);
+            continue;
+        }
         const int count = std::uniform_int_distribution<int>(0, 3)(type_rng);
         NamedType t{"random type " + std::to_string(checked) + " (type seed " + std::to_string(seed) + ", count " +
                         std::to_string(count) + "): " + random_types::describe(type),
@@ -354,8 +359,9 @@ void run_random_types(Fixture &fx, int how_many) {
         ++(choice.strided ? strided : units);
         MPI_Type_free(&type);
     }
-    std::printf("# %d random datatypes in %.1f s (seed %u): %d strided, %d by work units\n", checked,
-                MPI_Wtime() - start, kSeed, strided, units);
+    std::printf(
+        "# %d random datatypes in %.1f s (seed %u): %d strided, %d by work units; %d left out for an empty part\n",
+        checked - empty_parts, MPI_Wtime() - start, kSeed, strided, units, empty_parts);
 }
 
 void CL_CALLBACK note_context_gone(cl_context, void *flag) { static_cast<std::atomic<bool> *>(flag)->store(true); }

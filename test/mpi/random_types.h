@@ -293,6 +293,33 @@ inline void footprint(MPI_Datatype type, MPI_Count count, MPI_Count *lo, MPI_Cou
     *hi = tlb + textent + (last > 0 ? last : 0);
 }
 
+// Whether a derived type inside `type` (not `type` itself) has no bytes. MPICH 4.0.2 packs a
+// type with such a part from a field it leaves unset: MPI_Pack of
+// struct{indexed_block(2, 0, ...), hindexed_block(4, 1, ..., MPI_FLOAT)} divides by zero
+// where that field reads 0 (under valgrind, and on the GPU machine), so tests whose
+// reference is MPICH's MPI_Pack leave such types out.
+inline bool has_empty_part(MPI_Datatype type) {
+    MPI_Count ni, na, nc, nd;
+    int combiner;
+    MPI_Type_get_envelope_c(type, &ni, &na, &nc, &nd, &combiner);
+    if (combiner == MPI_COMBINER_NAMED) return false;
+    std::vector<int> ints(static_cast<std::size_t>(ni));
+    std::vector<MPI_Aint> addrs(static_cast<std::size_t>(na));
+    std::vector<MPI_Count> counts(static_cast<std::size_t>(nc));
+    std::vector<MPI_Datatype> types(static_cast<std::size_t>(nd));
+    MPI_Type_get_contents_c(type, ni, na, nc, nd, ints.data(), addrs.data(), counts.data(), types.data());
+    bool empty = false;
+    for (MPI_Datatype &t : types) {
+        if (!detail::is_named(t)) {
+            MPI_Count size = 0;
+            MPI_Type_size_c(t, &size);
+            empty = empty || size == 0 || has_empty_part(t);
+        }
+        detail::release(&t);
+    }
+    return empty;
+}
+
 // The constructor nest of a type, for failure messages: "vector(contiguous(MPI_INT))".
 inline std::string describe(MPI_Datatype type) {
     if (detail::is_named(type)) {
