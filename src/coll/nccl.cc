@@ -3,7 +3,6 @@
 #include "coll/nccl.h"
 
 #include <cuda_runtime_api.h>
-
 #include <dlfcn.h>
 
 #include <atomic>

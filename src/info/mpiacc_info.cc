@@ -20,9 +20,9 @@
 
 #include "accel/accel.h"
 #include "coll/nccl.h"
-#include "netmod/ib/devices.h"
 #include "core/knobs.h"
 #include "mpiacc.h"
+#include "netmod/ib/devices.h"
 #include "util/counters.h"
 
 #ifndef MPIACC_CONFIGURE_ARGS

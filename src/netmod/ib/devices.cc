@@ -18,17 +18,6 @@ namespace mpiacc {
 #ifdef MPIACC_HAVE_IB
 namespace {
 
-const char *port_state_word(ibv_port_state s) {
-    switch (s) {
-        case IBV_PORT_DOWN: return "DOWN";
-        case IBV_PORT_INIT: return "INIT";
-        case IBV_PORT_ARMED: return "ARMED";
-        case IBV_PORT_ACTIVE: return "ACTIVE";
-        case IBV_PORT_ACTIVE_DEFER: return "ACTIVE_DEFER";
-        default: return "NOP";
-    }
-}
-
 int mtu_bytes(ibv_mtu m) { return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128 << m : 0; }
 
 // The port's non-zero GIDs, as the netmod will offer them to its peers.
@@ -46,6 +35,17 @@ void read_gids(ibv_context *ctx, int port, int table_len, RdmaPort *out) {
 }
 
 }  // namespace
+
+const char *rdma_port_state_word(int state) {
+    switch (state) {
+        case IBV_PORT_DOWN: return "DOWN";
+        case IBV_PORT_INIT: return "INIT";
+        case IBV_PORT_ARMED: return "ARMED";
+        case IBV_PORT_ACTIVE: return "ACTIVE";
+        case IBV_PORT_ACTIVE_DEFER: return "ACTIVE_DEFER";
+        default: return "NOP";
+    }
+}
 
 std::vector<RdmaPort> rdma_ports(std::string *why) {
     std::vector<RdmaPort> ports;
@@ -74,7 +74,7 @@ std::vector<RdmaPort> rdma_ports(std::string *why) {
             RdmaPort r;
             r.device = name ? name : "?";
             r.port = p;
-            r.state = port_state_word(pa.state);
+            r.state = rdma_port_state_word(pa.state);
             r.link_layer = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
             r.active_mtu = mtu_bytes(pa.active_mtu);
             r.lid = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : pa.lid;

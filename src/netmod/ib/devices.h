@@ -23,6 +23,10 @@ struct RdmaPort {
 // found, or a device cannot be opened or queried (*why names it; the others are listed).
 std::vector<RdmaPort> rdma_ports(std::string *why);
 
+// A port's state (ibv_port_state) as ibv_devinfo names it: "ACTIVE", "DOWN"... Built only
+// where verbs is.
+const char *rdma_port_state_word(int state);
+
 // One line per port for mpiacc_info, or one line saying why there is none.
 std::vector<std::string> rdma_port_lines();
 

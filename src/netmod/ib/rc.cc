@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "netmod/ib/devices.h"
 #include "util/error.h"
 
 namespace mpiacc {
@@ -47,16 +48,6 @@ int address_rank(const std::uint8_t *gid) {
     if (std::memcmp(gid, v4_mapped, sizeof v4_mapped) == 0) return 2;
     if (gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80) return 1;  // fe80::/10, link-local
     return 0;
-}
-
-const char *port_state_word(ibv_port_state s) {
-    switch (s) {
-        case IBV_PORT_DOWN: return "DOWN";
-        case IBV_PORT_INIT: return "INIT";
-        case IBV_PORT_ARMED: return "ARMED";
-        case IBV_PORT_ACTIVE: return "ACTIVE";
-        default: return "not ACTIVE";
-    }
 }
 
 }  // namespace
@@ -131,7 +122,7 @@ int RcDevice::open(const std::string &name, const RcDeviceOptions &options, std:
     if ((err = ibv_query_port(dev->context_, static_cast<std::uint8_t>(options.port), &pa)) != 0)
         return verb_failed(why, "ibv_query_port", where, err);
     if (pa.state != IBV_PORT_ACTIVE)
-        return refuse(why, ENETDOWN, format("%s is %s, not ACTIVE", where.c_str(), port_state_word(pa.state)));
+        return refuse(why, ENETDOWN, format("%s is %s, not ACTIVE", where.c_str(), rdma_port_state_word(pa.state)));
     dev->ethernet_ = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
     dev->active_mtu_ = static_cast<std::uint8_t>(pa.active_mtu);
     dev->lid_ = dev->ethernet_ ? 0 : pa.lid;
