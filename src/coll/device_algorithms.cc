@@ -147,13 +147,11 @@ private:
 // What one rank's arguments allow: its buffers are CUDA memory (by attribute or
 // autodetection) and the type is a predefined one, or a tagged duplicate of one, laid
 // out densely.
-// *stream: its MPIX_ACC_STREAM, if any.
-bool cuda_buffer(const void *buf, MPI_Datatype type, int *device, void **stream = nullptr) {
+// *attrs: what its datatype's attributes and the pointer said, for the capture.
+bool cuda_buffer(const void *buf, MPI_Datatype type, int *device, BufferAttrs *attrs) {
     if (buf == nullptr || buf == MPI_IN_PLACE) return false;
-    BufferAttrs attrs;
     std::string why;
-    if (classify_buffer(buf, type, &attrs, &why) != MPI_SUCCESS || attrs.kind != BufKind::CUDA) return false;
-    if (stream) *stream = attrs.stream;
+    if (classify_buffer(buf, type, attrs, &why) != MPI_SUCCESS || attrs->kind != BufKind::CUDA) return false;
     return accel_for(BufKind::CUDA)->owns_pointer(buf, device);
 }
 
@@ -414,17 +412,17 @@ bool device_allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_D
     int device = -1, send_device = -1;
     ReduceSpec spec;
     std::string why;
-    void *stream = nullptr;
+    BufferAttrs send_attrs, recv_attrs;
     const bool mine = fits_int(count) && dense_predefined(type, &size) &&
-                      cuda_buffer(recvbuf, type, &device, &stream) &&
-                      (in_place || cuda_buffer(sendbuf, type, &send_device)) &&
+                      cuda_buffer(recvbuf, type, &device, &recv_attrs) &&
+                      (in_place || cuda_buffer(sendbuf, type, &send_device, &send_attrs)) &&
                       classify_reduction(op, type, &spec, &why) == MPI_SUCCESS;
     const std::size_t bytes = static_cast<std::size_t>(count) * size;
     OneGpuArgs args;
     const bool exported = me != 0;
-    const bool mappable = mine &&
-                          (in_place || args.region[0].capture(sendbuf, type, bytes, exported, &why) == MPI_SUCCESS) &&
-                          args.region[1].capture(recvbuf, type, bytes, exported, &why) == MPI_SUCCESS;
+    const bool mappable =
+        mine && (in_place || args.region[0].capture(sendbuf, send_attrs, bytes, exported, &why) == MPI_SUCCESS) &&
+        args.region[1].capture(recvbuf, recv_attrs, bytes, exported, &why) == MPI_SUCCESS;
     MPI_Comm priv = MPI_COMM_NULL;
     Shape shape;
     *rc = MPI_SUCCESS;
@@ -440,7 +438,7 @@ bool device_allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_D
     std::string no_nccl;
     if (nccl_reduction(op, type, &red, &no_nccl) &&
         by_nccl(
-            comm, priv, device, stream,
+            comm, priv, device, recv_attrs.stream,
             [&](NcclComm *nc, void *s) {
                 return nccl_allreduce(nc, sendbuf, recvbuf, static_cast<std::size_t>(count), red, s, &why);
             },
@@ -475,17 +473,18 @@ bool device_reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count r
     int device = -1, send_device = -1;
     ReduceSpec spec;
     std::string why;
-    void *stream = nullptr;
+    BufferAttrs send_attrs, recv_attrs;
     // In place, the result would have to move from block r to block 0: that stages.
     const bool mine = fits_int(recvcount) && fits_int(recvcount * p) && dense_predefined(type, &size) &&
-                      sendbuf != MPI_IN_PLACE && cuda_buffer(recvbuf, type, &device, &stream) &&
-                      cuda_buffer(sendbuf, type, &send_device) &&
+                      sendbuf != MPI_IN_PLACE && cuda_buffer(recvbuf, type, &device, &recv_attrs) &&
+                      cuda_buffer(sendbuf, type, &send_device, &send_attrs) &&
                       classify_reduction(op, type, &spec, &why) == MPI_SUCCESS;
     const std::size_t block = static_cast<std::size_t>(recvcount) * size;
     OneGpuArgs args;
     const bool exported = me != 0;
-    const bool mappable = mine && args.region[0].capture(sendbuf, type, block * p, exported, &why) == MPI_SUCCESS &&
-                          args.region[1].capture(recvbuf, type, block, exported, &why) == MPI_SUCCESS;
+    const bool mappable = mine &&
+                          args.region[0].capture(sendbuf, send_attrs, block * p, exported, &why) == MPI_SUCCESS &&
+                          args.region[1].capture(recvbuf, recv_attrs, block, exported, &why) == MPI_SUCCESS;
     MPI_Comm priv = MPI_COMM_NULL;
     Shape shape;
     *rc = MPI_SUCCESS;
@@ -504,7 +503,7 @@ bool device_reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count r
     NcclReduction red;
     std::string no_nccl;
     if (nccl_reduction(op, type, &red, &no_nccl) && by_nccl(
-                                                        comm, priv, device, stream,
+                                                        comm, priv, device, recv_attrs.stream,
                                                         [&](NcclComm *nc, void *s) {
                                                             return nccl_reduce_scatter_block(
                                                                 nc, sendbuf, recvbuf,
@@ -530,10 +529,11 @@ bool device_bcast(void *buffer, MPI_Count count, MPI_Datatype type, int root, MP
     std::size_t size = 0;
     int device = -1;
     std::string why;
-    void *stream = nullptr;
-    const bool mine = fits_int(count) && dense_predefined(type, &size) && cuda_buffer(buffer, type, &device, &stream);
+    BufferAttrs recv_attrs;
+    const bool mine =
+        fits_int(count) && dense_predefined(type, &size) && cuda_buffer(buffer, type, &device, &recv_attrs);
     OneGpuArgs args;
-    const bool mappable = mine && args.region[1].capture(buffer, type, static_cast<std::size_t>(count) * size,
+    const bool mappable = mine && args.region[1].capture(buffer, recv_attrs, static_cast<std::size_t>(count) * size,
                                                          me != root, &why) == MPI_SUCCESS;
     MPI_Comm priv = MPI_COMM_NULL;
     Shape shape;
@@ -548,7 +548,7 @@ bool device_bcast(void *buffer, MPI_Count count, MPI_Datatype type, int root, MP
     }
     const std::size_t bytes = static_cast<std::size_t>(count) * size;
     if (by_nccl(
-            comm, priv, device, stream,
+            comm, priv, device, recv_attrs.stream,
             [&](NcclComm *nc, void *s) { return nccl_bcast(nc, buffer, bytes, NcclType::UINT8, root, s, &why); }, rc,
             &why)) {
         *rc = report(comm, call, *rc, why);
@@ -585,12 +585,12 @@ bool device_allgather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sen
     const bool in_place = sendbuf == MPI_IN_PLACE;
     std::size_t size = 0, send_size = 0;
     int device = -1, send_device = -1;
-    void *stream = nullptr;
+    BufferAttrs send_attrs, recv_attrs;
     // The send side must be the same bytes as a receive block (same signature).
     const bool mine =
         fits_int(recvcount * p) && dense_predefined(recvtype, &size) &&
-        cuda_buffer(recvbuf, recvtype, &device, &stream) &&
-        (in_place || (fits_int(sendcount) && cuda_buffer(sendbuf, sendtype, &send_device) &&
+        cuda_buffer(recvbuf, recvtype, &device, &recv_attrs) &&
+        (in_place || (fits_int(sendcount) && cuda_buffer(sendbuf, sendtype, &send_device, &send_attrs) &&
                       dense_predefined(sendtype, &send_size) &&
                       static_cast<MPI_Count>(send_size) * sendcount == static_cast<MPI_Count>(size) * recvcount));
     const std::size_t block = static_cast<std::size_t>(recvcount) * size;
@@ -598,8 +598,8 @@ bool device_allgather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sen
     OneGpuArgs args;
     const bool exported = me != 0;
     const bool mappable =
-        mine && (in_place || args.region[0].capture(sendbuf, sendtype, block, exported, &why) == MPI_SUCCESS) &&
-        args.region[1].capture(recvbuf, recvtype, block * p, exported, &why) == MPI_SUCCESS;
+        mine && (in_place || args.region[0].capture(sendbuf, send_attrs, block, exported, &why) == MPI_SUCCESS) &&
+        args.region[1].capture(recvbuf, recv_attrs, block * p, exported, &why) == MPI_SUCCESS;
     MPI_Comm priv = MPI_COMM_NULL;
     Shape shape;
     *rc = MPI_SUCCESS;
@@ -614,7 +614,7 @@ bool device_allgather(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sen
     char *out = static_cast<char *>(recvbuf);
     char *own = out + me * block;
     if (by_nccl(
-            comm, priv, device, stream,
+            comm, priv, device, recv_attrs.stream,
             [&](NcclComm *nc, void *s) {
                 return nccl_allgather(nc, in_place ? MPI_IN_PLACE : sendbuf, recvbuf, block, NcclType::UINT8, s, &why);
             },

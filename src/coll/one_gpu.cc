@@ -86,12 +86,9 @@ int map(const Handles &h, int slot, std::size_t bytes, int device, std::unique_p
 
 }  // namespace
 
-int OneGpuRegion::capture(const void *buf, MPI_Datatype type, std::size_t n, bool exported, std::string *why) {
+int OneGpuRegion::capture(const void *buf, BufferAttrs attrs, std::size_t n, bool exported, std::string *why) {
     bytes = n;
     if (n == 0) return MPI_SUCCESS;
-    BufferAttrs attrs;
-    int rc = classify_buffer(buf, type, &attrs, why);
-    if (rc != MPI_SUCCESS) return rc;
     if (attrs.kind != BufKind::CUDA) {
         *why = "not CUDA memory";
         return MPI_ERR_BUFFER;
@@ -100,7 +97,7 @@ int OneGpuRegion::capture(const void *buf, MPI_Datatype type, std::size_t n, boo
     // leader, after the work its attributes name: captured as an interprocess event.
     attrs.within_call = !exported;
     attrs.ipc_offer = exported;
-    rc = accel_for(BufKind::CUDA)->capture(const_cast<void *>(buf), n, attrs, &buffer, why);
+    int rc = accel_for(BufKind::CUDA)->capture(const_cast<void *>(buf), n, attrs, &buffer, why);
     if (rc == MPI_SUCCESS && exported && !buffer->ipc_export(&handle)) {
         *why = "the memory has no CUDA IPC handle";
         rc = MPI_ERR_BUFFER;
@@ -196,7 +193,9 @@ int one_gpu_reduce_scatter_block(OneGpuArgs &args, MPI_Count recvcount, MPI_Data
     const int device = args.region[0].buffer->device_ordinal();
     // The whole vector reduced in the leader's scratch, then each rank's block to it.
     OneGpuRegion acc;
-    if (rc == MPI_SUCCESS) rc = acc.capture(scratch, type, total, false, why);
+    BufferAttrs scratch_attrs;
+    if (rc == MPI_SUCCESS) rc = classify_buffer(scratch, type, &scratch_attrs, why);
+    if (rc == MPI_SUCCESS) rc = acc.capture(scratch, scratch_attrs, total, false, why);
     DeviceCopies copies;
     if (rc == MPI_SUCCESS) rc = copies.copy(*args.region[0].buffer, 0, *acc.buffer, 0, total, why);
     if (rc == MPI_SUCCESS) rc = copies.wait(why);

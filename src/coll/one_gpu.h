@@ -23,9 +23,10 @@ struct OneGpuRegion {
     std::unique_ptr<DeviceBuffer> buffer;  // null: no bytes here
     IpcExport handle{};
     std::size_t bytes = 0;
-    // MPI_SUCCESS, or an error class with *why: then the call stages (the agreement
-    // hears of it), so the message is not shown.
-    int capture(const void *buf, MPI_Datatype type, std::size_t bytes, bool exported, std::string *why);
+    // `attrs`: what classify_buffer found for `buf` (CUDA memory). MPI_SUCCESS, or an
+    // error class with *why: then the call stages (the agreement hears of it), so the
+    // message is not shown.
+    int capture(const void *buf, BufferAttrs attrs, std::size_t bytes, bool exported, std::string *why);
 };
 
 // A rank's arguments: slot 0 the send buffer (absent in place), slot 1 the receive
