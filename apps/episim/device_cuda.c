@@ -19,42 +19,31 @@ void device_open(sim *s) {
     gpu_state *g = &s->gpu;
     CUDA_CHECK(cudaSetDevice(device));
     /* Non-blocking: the work of advanced and mpi-acc on it does not wait for whatever runs
-     * on the legacy default stream (basic's copies, other ranks' work on a shared GPU). */
+     * on the legacy default stream (basic's copies). */
     CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
     const size_t locs = ((size_t)s->nl + 1) * sizeof(unsigned);
     g->loc_count = device_alloc(locs);
     g->loc_start = device_alloc(locs);
     g->loc_fill = device_alloc(locs);
-    g->capacity = 0;
-}
-
-static void free_rows(gpu_state *g) {
-    void *all[] = {g->visits, g->rows, g->sorted, g->infected};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i]) CUDA_CHECK(cudaFree(all[i]));
+    /* Room for every visit of a day: how many land here is known only once the last
+     * fragment is in, and the rows are written as the fragments arrive. */
+    g->capacity = s->persons * EPI_VISITS;
+    g->visits = device_alloc((size_t)g->capacity * sizeof(visit_msg));
+    g->rows = device_alloc((size_t)g->capacity * sizeof(visit_row));
+    g->sorted = device_alloc((size_t)g->capacity * sizeof(visit_row));
+    g->infected = device_alloc(((size_t)g->capacity + 1) * sizeof(unsigned));
 }
 
 void device_close(sim *s) {
     gpu_state *g = &s->gpu;
     CUDA_CHECK(cudaDeviceSynchronize());
-    free_rows(g);
-    void *all[] = {g->loc_count, g->loc_start, g->loc_fill};
+    void *all[] = {g->visits, g->rows, g->sorted, g->infected, g->loc_count, g->loc_start, g->loc_fill};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) CUDA_CHECK(cudaFree(all[i]));
     CUDA_CHECK(cudaStreamDestroy(g->stream));
 }
 
-void device_begin_day(sim *s, int n, cudaStream_t stream) {
+void device_begin_day(sim *s, cudaStream_t stream) {
     gpu_state *g = &s->gpu;
-    if (n > g->capacity || !g->infected) {
-        /* Grows by a quarter more than asked, so that a day's noise does not grow it again. */
-        CUDA_CHECK(cudaDeviceSynchronize());
-        free_rows(g);
-        g->capacity = n + n / 4 + 1;
-        g->visits = device_alloc((size_t)g->capacity * sizeof(visit_msg));
-        g->rows = device_alloc((size_t)g->capacity * sizeof(visit_row));
-        g->sorted = device_alloc((size_t)g->capacity * sizeof(visit_row));
-        g->infected = device_alloc(((size_t)g->capacity + 1) * sizeof(unsigned));
-    }
     const size_t locs = ((size_t)s->nl + 1) * sizeof(unsigned);
     CUDA_CHECK(cudaMemsetAsync(g->loc_count, 0, locs, stream));
     CUDA_CHECK(cudaMemsetAsync(g->loc_fill, 0, locs, stream));

@@ -8,6 +8,12 @@
 
 #include "episim.h"
 
+/* main loop: begin */
+static void on_fragment(sim *s, void *frags, int slot, int n, int base) {
+    memcpy(s->visits + base, (visit_msg *)frags + (size_t)slot * s->frag_visits, (size_t)n * sizeof(visit_msg));
+}
+/* main loop: end */
+
 day_times run_basic(sim *s, int days) {
     const size_t frag_bytes = (size_t)s->frag_visits * sizeof(visit_msg), slots = (size_t)s->size * kDepth;
     visit_msg *frags = malloc(slots * frag_bytes);
@@ -20,15 +26,8 @@ day_times run_basic(sim *s, int days) {
     day_times t = {0, 0, 0, 0};
     /* main loop: begin */
     for (int day = 0; day < days; day++) {
-        compute_visits(s, day, recv, &t);
-        device_begin_day(s, s->due, 0);
-        for (int got = 0; got < s->total_fragments; got++) {
-            int n, i = next_fragment(s, recv, &n, &t);
-            const double t0 = MPI_Wtime();
-            memcpy(s->visits + s->received - n, frags + (size_t)i * s->frag_visits, (size_t)n * sizeof(visit_msg));
-            t.unpack += MPI_Wtime() - t0;
-            restart_fragment(s, recv, i, &t);
-        }
+        device_begin_day(s, 0);
+        compute_visits(s, day, recv, on_fragment, frags, &t);
         const double t0 = MPI_Wtime();
         CUDA_CHECK(
             cudaMemcpy(s->gpu.visits, s->visits, (size_t)s->received * sizeof(visit_msg), cudaMemcpyHostToDevice));

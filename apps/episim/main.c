@@ -36,7 +36,7 @@ static void usage(FILE *f) {
             "  --locations L       locations, cut in blocks over the ranks (default 100000)\n"
             "  --days D            simulated days, timed (default 10)\n"
             "  --seed S            the population's and the infections' seed (default 1)\n"
-            "  --fragment B        bytes per visit fragment, a multiple of %zu (default 131072)\n"
+            "  --fragment B        bytes per visit fragment, a multiple of %zu up to 16 MiB (default 131072)\n"
             "  --warmup W          untimed days first, from the same start (default 1, at most --days)\n"
             "  --variant V         basic, advanced, mpi-acc, all (the three, in that order; the default)\n"
             "                      or cpu (a test aid: computeInteractions on the CPU, no GPU needed)\n"
@@ -82,7 +82,8 @@ static int parse(int argc, char **argv, int rank, options *o) {
         else if (!strcmp(a, "--seed"))
             ok = app_number(v, 0, &o->seed);
         else if (!strcmp(a, "--fragment"))
-            ok = app_number(v, (long)sizeof(visit_msg), &o->fragment) && o->fragment % sizeof(visit_msg) == 0;
+            ok = app_number(v, (long)sizeof(visit_msg), &o->fragment) && o->fragment % sizeof(visit_msg) == 0 &&
+                 o->fragment <= 1 << 24;
         else if (!strcmp(a, "--warmup"))
             ok = app_number(v, 0, &o->warmup);
         else if (!strcmp(a, "--csv"))

@@ -22,6 +22,12 @@ static void *must_alloc(size_t bytes) {
     return p;
 }
 
+/* Fragments the send area holds: every full one of a day, one short one per destination,
+ * and the one each send leaves being filled. */
+static size_t send_fragments(const sim *s) {
+    return (size_t)s->np * EPI_VISITS / (size_t)s->frag_visits + 2 * (size_t)s->size;
+}
+
 void sim_open(sim *s, int persons, int locations, int days, uint64_t seed, int frag_visits) {
     MPI_Comm_dup(MPI_COMM_WORLD, &s->comm);
     MPI_Comm_rank(s->comm, &s->rank);
@@ -29,20 +35,19 @@ void sim_open(sim *s, int persons, int locations, int days, uint64_t seed, int f
     s->persons = persons, s->locations = locations, s->days = days, s->seed = seed, s->frag_visits = frag_visits;
     app_split(persons, s->size, s->rank, &s->np, &s->p0);
     app_split(locations, s->size, s->rank, &s->nl, &s->l0);
-    const size_t out = (size_t)s->np * EPI_VISITS, ranks = (size_t)s->size;
+    const size_t ranks = (size_t)s->size, all_visits = (size_t)persons * EPI_VISITS;
     s->state = must_alloc((size_t)s->np);
     s->until = must_alloc((size_t)s->np * sizeof(int));
     s->infected_today = must_alloc((size_t)s->np);
     s->counts = must_alloc((size_t)days * sizeof *s->counts);
-    s->send = must_alloc(out * sizeof(visit_msg));
-    s->send_count = must_alloc(ranks * sizeof(int));
-    s->send_off = must_alloc(ranks * sizeof(int));
-    s->recv_count = must_alloc(ranks * sizeof(int));
-    s->fragments = must_alloc(ranks * sizeof(int));
-    s->started = must_alloc(ranks * sizeof(int));
-    s->sends = must_alloc((out / (size_t)frag_visits + ranks) * sizeof(MPI_Request));
-    s->visits = must_alloc((size_t)persons * EPI_VISITS * sizeof(visit_msg));
-    s->ids = must_alloc((size_t)persons * EPI_VISITS * sizeof(unsigned));
+    s->send = must_alloc(send_fragments(s) * (size_t)frag_visits * sizeof(visit_msg));
+    s->sends = must_alloc(send_fragments(s) * sizeof(MPI_Request));
+    int **per_rank[] = {&s->filling,    &s->fill,     &s->head,       &s->done,
+                        &s->send_count, &s->send_off, &s->recv_count, &s->recv_off};
+    for (size_t i = 0; i < sizeof per_rank / sizeof per_rank[0]; i++) *per_rank[i] = must_alloc(ranks * sizeof(int));
+    s->heads = must_alloc(ranks * sizeof(MPI_Request));
+    s->visits = must_alloc(all_visits * sizeof(visit_msg));
+    s->ids = must_alloc(all_visits * sizeof(unsigned));
 }
 
 void sim_reset(sim *s) {
@@ -51,89 +56,98 @@ void sim_reset(sim *s) {
 }
 
 void sim_close(sim *s) {
-    void *all[] = {s->state,      s->until,     s->infected_today, s->counts, s->send,   s->send_count, s->send_off,
-                   s->recv_count, s->fragments, s->started,        s->sends,  s->visits, s->ids};
+    void *all[] = {s->state,    s->until,      s->infected_today, s->counts, s->send,  s->sends,
+                   s->filling,  s->fill,       s->head,           s->done,   s->heads, s->send_count,
+                   s->send_off, s->recv_count, s->recv_off,       s->visits, s->ids};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     MPI_Comm_free(&s->comm);
-}
-
-void compute_visits(sim *s, int day, MPI_Request *recv, day_times *t) {
-    const double t0 = MPI_Wtime();
-    /* Two passes over the hashes (count, then place) keep the messages grouped by
-     * destination without a second copy. */
-    memset(s->send_count, 0, (size_t)s->size * sizeof(int));
-    for (int i = 0; i < s->np; i++)
-        for (int k = 0; k < EPI_VISITS; k++) {
-            const visit_msg v = epi_visit(s->seed, day, (uint32_t)(s->p0 + i), k, (uint32_t)s->locations, 0);
-            s->send_count[owner_of(s->locations, s->size, (int)v.location)]++;
-        }
-    for (int r = 0, off = 0; r < s->size; off += s->send_count[r++]) s->send_off[r] = off;
-    memset(s->started, 0, (size_t)s->size * sizeof(int)); /* a cursor per destination for now */
-    for (int i = 0; i < s->np; i++)
-        for (int k = 0; k < EPI_VISITS; k++) {
-            const visit_msg v = epi_visit(s->seed, day, (uint32_t)(s->p0 + i), k, (uint32_t)s->locations, s->state[i]);
-            const int r = owner_of(s->locations, s->size, (int)v.location);
-            s->send[s->send_off[r] + s->started[r]++] = v;
-        }
-    const double t1 = MPI_Wtime();
-    t->visits += t1 - t0;
-
-    /* The count message: how many visits, so how many fragments, each source sends. */
-    MPI_Alltoall(s->send_count, 1, MPI_INT, s->recv_count, 1, MPI_INT, s->comm);
-    const int f = s->frag_visits;
-    s->due = 0, s->received = 0, s->total_fragments = 0;
-    for (int r = 0; r < s->size; r++) {
-        s->due += s->recv_count[r];
-        s->fragments[r] = (s->recv_count[r] + f - 1) / f;
-        s->started[r] = s->fragments[r] < kDepth ? s->fragments[r] : kDepth;
-        s->total_fragments += s->fragments[r];
-        if (s->started[r]) MPI_Startall(s->started[r], &recv[r * kDepth]);
-    }
-    s->nsends = 0;
-    for (int r = 0; r < s->size; r++)
-        for (int off = 0; off < s->send_count[r]; off += f) {
-            const int n = s->send_count[r] - off < f ? s->send_count[r] - off : f;
-            MPI_Isend(s->send + s->send_off[r] + off, n * (int)sizeof(visit_msg), MPI_BYTE, r, TAG_VISITS, s->comm,
-                      &s->sends[s->nsends++]);
-        }
-    t->comm += MPI_Wtime() - t1;
-}
-
-int next_fragment(sim *s, MPI_Request *recv, int *n, day_times *t) {
-    const double t0 = MPI_Wtime();
-    int i = MPI_UNDEFINED, bytes = 0;
-    MPI_Status st;
-    MPI_Waitany(s->size * kDepth, recv, &i, &st);
-    if (i == MPI_UNDEFINED) {
-        fprintf(stderr, "%s: rank %d waits for a fragment with no receive active\n", kProgram, s->rank);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    MPI_Get_count(&st, MPI_BYTE, &bytes);
-    *n = bytes / (int)sizeof(visit_msg);
-    s->received += *n;
-    t->comm += MPI_Wtime() - t0;
-    return i;
-}
-
-int slot_reused(const sim *s, int i) { return s->started[i / kDepth] < s->fragments[i / kDepth]; }
-
-void restart_fragment(sim *s, MPI_Request *recv, int i, day_times *t) {
-    const int source = i / kDepth;
-    if (!slot_reused(s, i)) return;
-    const double t0 = MPI_Wtime();
-    MPI_Start(&recv[i]);
-    s->started[source]++;
-    t->comm += MPI_Wtime() - t0;
 }
 
 void open_receives(sim *s, void *frags, MPI_Datatype type, MPI_Request *recv) {
     const size_t bytes = (size_t)s->frag_visits * sizeof(visit_msg);
     for (int i = 0; i < s->size * kDepth; i++)
         MPI_Recv_init((char *)frags + (size_t)i * bytes, (int)bytes, type, i / kDepth, TAG_VISITS, s->comm, &recv[i]);
+    MPI_Startall(s->size * kDepth, recv);
+    memset(s->head, 0, (size_t)s->size * sizeof(int));
 }
 
 void close_receives(sim *s, MPI_Request *recv) {
-    for (int i = 0; i < s->size * kDepth; i++) MPI_Request_free(&recv[i]);
+    /* Every slot is posted (each is restarted once taken): kDepth empty messages to each
+     * rank complete them all, and then they can be freed. */
+    char none = 0;
+    for (int i = 0; i < s->size * kDepth; i++)
+        MPI_Isend(&none, 0, MPI_BYTE, i / kDepth, TAG_VISITS, s->comm, &s->sends[i]);
+    for (int i = 0; i < s->size * kDepth; i++) MPI_Wait(&recv[i], MPI_STATUS_IGNORE);
+    for (int i = 0; i < s->size * kDepth; i++) {
+        MPI_Wait(&s->sends[i], MPI_STATUS_IGNORE);
+        MPI_Request_free(&recv[i]);
+    }
+}
+
+/* Takes the next fragment of any source whose head slot has completed (waiting for one
+ * when `wait`), hands it over and restarts its slot; 0 when there was none. */
+static int take_fragment(sim *s, MPI_Request *recv, int wait, fragment_fn on_fragment, void *ctx, day_times *t) {
+    const double t0 = MPI_Wtime();
+    int source = MPI_UNDEFINED, flag = 0, bytes = 0;
+    MPI_Status st;
+    for (int r = 0; r < s->size; r++) s->heads[r] = s->done[r] ? MPI_REQUEST_NULL : recv[r * kDepth + s->head[r]];
+    if (wait) {
+        MPI_Waitany(s->size, s->heads, &source, &st);
+        flag = 1;
+    } else {
+        MPI_Testany(s->size, s->heads, &source, &flag, &st);
+    }
+    const double t1 = MPI_Wtime();
+    t->comm += t1 - t0;
+    if (!flag || source == MPI_UNDEFINED) return 0;
+    const int slot = source * kDepth + s->head[source];
+    MPI_Get_count(&st, MPI_BYTE, &bytes);
+    const int n = bytes / (int)sizeof(visit_msg);
+    s->head[source] = (s->head[source] + 1) % kDepth;
+    s->done[source] = n < s->frag_visits; /* the short one is the last */
+    if (n) on_fragment(s, ctx, slot, n, s->received);
+    s->received += n;
+    const double t2 = MPI_Wtime();
+    MPI_Start(&recv[slot]);
+    t->unpack += t2 - t1;
+    t->comm += MPI_Wtime() - t2;
+    return 1;
+}
+
+/* Sends destination r's fragment being filled (t->comm), and takes what has arrived. */
+static void send_fragment(sim *s, int r, MPI_Request *recv, fragment_fn on_fragment, void *ctx, day_times *t) {
+    const double t0 = MPI_Wtime();
+    MPI_Isend(s->send + (size_t)s->filling[r] * s->frag_visits, s->fill[r] * (int)sizeof(visit_msg), MPI_BYTE, r,
+              TAG_VISITS, s->comm, &s->sends[s->nsends]);
+    s->filling[r] = ++s->nsends + s->size - 1; /* the first size fragments are each destination's first */
+    s->fill[r] = 0;
+    t->comm += MPI_Wtime() - t0;
+    while (take_fragment(s, recv, 0, on_fragment, ctx, t)) continue;
+}
+
+void compute_visits(sim *s, int day, MPI_Request *recv, fragment_fn on_fragment, void *ctx, day_times *t) {
+    double t0 = MPI_Wtime();
+    s->nsends = 0, s->received = 0;
+    for (int r = 0; r < s->size; r++) s->filling[r] = r, s->fill[r] = 0, s->done[r] = 0;
+    for (int i = 0; i < s->np; i++)
+        for (int k = 0; k < EPI_VISITS; k++) {
+            const visit_msg v = epi_visit(s->seed, day, (uint32_t)(s->p0 + i), k, (uint32_t)s->locations, s->state[i]);
+            const int r = owner_of(s->locations, s->size, (int)v.location);
+            s->send[(size_t)s->filling[r] * s->frag_visits + s->fill[r]++] = v;
+            if (s->fill[r] < s->frag_visits) continue;
+            t->visits += MPI_Wtime() - t0;
+            send_fragment(s, r, recv, on_fragment, ctx, t);
+            t0 = MPI_Wtime();
+        }
+    t->visits += MPI_Wtime() - t0;
+    /* The short fragments (possibly empty): each destination's last of the day. */
+    for (int r = 0; r < s->size; r++) send_fragment(s, r, recv, on_fragment, ctx, t);
+    for (;;) {
+        int left = 0;
+        for (int r = 0; r < s->size; r++) left += !s->done[r];
+        if (!left) break;
+        take_fragment(s, recv, 1, on_fragment, ctx, t);
+    }
 }
 
 static int by_value(const void *a, const void *b) {
@@ -156,7 +170,7 @@ void finish_day(sim *s, int day, unsigned *ids, int n, day_times *t) {
     for (int r = 0, off = 0; r < s->size; off += s->send_count[r++]) s->send_off[r] = off;
     const double t2 = MPI_Wtime();
     MPI_Alltoall(s->send_count, 1, MPI_INT, s->recv_count, 1, MPI_INT, s->comm);
-    int *recv_off = s->started, total = 0;
+    int *recv_off = s->recv_off, total = 0;
     for (int r = 0; r < s->size; total += s->recv_count[r++]) recv_off[r] = total;
     unsigned *home = must_alloc((size_t)total * sizeof *home);
     MPI_Alltoallv(ids, s->send_count, s->send_off, MPI_UNSIGNED, home, s->recv_count, recv_off, MPI_UNSIGNED, s->comm);

@@ -6,7 +6,7 @@
 # many and the persistent receives are restarted. Every variant and rank count gives the same
 # counts bit for bit, and so do fragment sizes from one visit to more than a day's; ranks
 # that own no location or no person take part all the same. The CSV has a row per variant;
-# the mpi-acc main loop has no cudaMemcpy (which needs no device); a bad option gets one
+# the mpi-acc main loop has no cudaMemcpy and no event (which needs no device); a bad option gets one
 # message and the usage.
 # Environment (Makefile.am, AM_TESTS_ENVIRONMENT): top_srcdir, top_builddir, MPIEXEC.
 echo "1..12"
@@ -127,8 +127,8 @@ fi
 
 # The lines between the "main loop: begin" and "main loop: end" markers, as README.md counts them.
 loop() { sed -n '/main loop: begin/,/main loop: end/p' "$top_srcdir/apps/episim/$1"; }
-name=${base}_mpi_acc_main_loop_calls_no_cudaMemcpy
-if loop loop_mpi_acc.c | grep -q next_fragment && ! loop loop_mpi_acc.c | grep -q cudaMemcpy &&
+name=${base}_mpi_acc_main_loop_calls_no_cudaMemcpy_and_waits_for_no_event
+if loop loop_mpi_acc.c | grep -q compute_visits && ! loop loop_mpi_acc.c | grep -q 'cudaMemcpy\|cudaEvent' &&
   loop loop_basic.c | grep -q 'cudaMemcpy(' && loop loop_advanced.c | grep -q 'cudaMemcpyAsync('; then
   ok "$name"
 else
