@@ -141,7 +141,7 @@ void task0_setup(Bench *b) {
     }
     CHECK_MPI(MPI_Type_dup(MPI_BYTE, &b->cuda_bytes));
     CHECK_MPI(MPI_Type_set_attr(b->cuda_bytes, MPIX_ACC_BUF_TYPE, (void *)(intptr_t)MPIX_ACC_BUF_CUDA));
-    CHECK_MPI(MPI_Type_dup(b->cuda_bytes, &b->stream_bytes));
+    CHECK_MPI(MPI_Type_dup(MPI_BYTE, &b->stream_bytes));
     CHECK_MPI(MPI_Type_set_attr(b->stream_bytes, MPIX_ACC_BUF_TYPE, (void *)(intptr_t)MPIX_ACC_BUF_CUDA));
     CHECK_MPI(MPI_Type_set_attr(b->stream_bytes, MPIX_ACC_STREAM, (void *)b->stream));
 }
