@@ -425,6 +425,8 @@ int main(int argc, char **argv) {
     b->job.quit = 1;
     pthread_barrier_wait(&b->start);
     pthread_join(b->worker, NULL);
+    pthread_barrier_destroy(&b->start);
+    pthread_barrier_destroy(&b->end);
     if (b->rank == 0) {
         report(b);
         if (fclose(b->csv) != 0) fail("cannot write the CSV: %s", strerror(errno));
