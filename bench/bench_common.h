@@ -61,6 +61,8 @@ static void fail(const char *fmt, ...) {
 
 /* MPI_ERR_IN_STATUS says only that some request failed; the message that names the call and
  * the argument is in that request's status, so report the first failed one. */
+static void check_statuses(int rc, const char *file, int line, const char *call, int n, const MPI_Status *stats)
+    __attribute__((unused));
 static void check_statuses(int rc, const char *file, int line, const char *call, int n, const MPI_Status *stats) {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
