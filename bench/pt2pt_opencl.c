@@ -15,8 +15,8 @@
  *   pipeline    256 KiB chunks: non-blocking reads/writes into pinned slots + PMPI_Isend/Irecv
  *   mpiacc      MPI_Send/MPI_Recv of the cl_mem through libmpiacc, datatype tagged
  *               MPIX_ACC_BUF_OPENCL and MPIX_ACC_COMMAND_QUEUE
- * MPI-ACC reads MPIACC_OPENCL_CACHE_SIZE when it initialises, so "cache off" is a second
- * process run: MPIACC_OPENCL_CACHE_SIZE=0 bench/pt2pt_opencl --configs mpiacc, whose rows
+ * MPI-ACC reads MPIACC_TEST_OPENCL_NO_CACHE when it initialises, so "cache off" is a second
+ * process run: MPIACC_TEST_OPENCL_NO_CACHE=1 bench/pt2pt_opencl --configs mpiacc, whose rows
  * then read mpiacc-nocache (--label overrides the suffix).
  *
  * Every configuration's first transfer each way is checked byte for byte (the receive
@@ -388,9 +388,9 @@ static char *map_pinned(Bench *b, cl_mem *mem, size_t n) {
 
 /* ------------------------------------------------------------------ main */
 
-static int env_is_zero(const char *name) {
+static int env_is_one(const char *name) {
     const char *v = getenv(name);
-    return v && !strcmp(v, "0");
+    return v && !strcmp(v, "1");
 }
 
 int main(int argc, char **argv) {
@@ -413,7 +413,7 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 2;
     }
-    if (!b->o.label) b->o.label = env_is_zero("MPIACC_OPENCL_CACHE_SIZE") ? "nocache" : "";
+    if (!b->o.label) b->o.label = env_is_one("MPIACC_TEST_OPENCL_NO_CACHE") ? "nocache" : "";
 
     char why[256];
     int ok = open_device(b, why, sizeof why), all = 0;
@@ -440,9 +440,9 @@ int main(int argc, char **argv) {
     CL_CHECK(clFinish(b->queue));
 
     if (b->rank == 0) {
-        const char *cache = getenv("MPIACC_OPENCL_CACHE_SIZE");
+        const char *cache = getenv("MPIACC_TEST_OPENCL_NO_CACHE");
         char details[1024];
-        snprintf(details, sizeof details, "platform=\"%.255s\" device=\"%.255s\" MPIACC_OPENCL_CACHE_SIZE=%.64s", b->platform_name,
+        snprintf(details, sizeof details, "platform=\"%.255s\" device=\"%.255s\" MPIACC_TEST_OPENCL_NO_CACHE=%.64s", b->platform_name,
                  b->device_name, cache ? cache : "(unset)");
         csv_header(b, argc, argv, details);
         printf("# pt2pt_opencl: 2 ranks, platform \"%s\", rank 0 device \"%s\"\n", b->platform_name, b->device_name);

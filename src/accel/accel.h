@@ -61,7 +61,7 @@ struct AccelSettings {
     bool ipc = true;                                      // MPIACC_IPC
     bool shared_staging = true;                           // MPIACC_SHARED_STAGING
     std::string opencl_platform;                          // MPIACC_OPENCL_PLATFORM
-    long opencl_cache_entries = 4;                        // MPIACC_OPENCL_CACHE_SIZE
+    bool opencl_cache_off = false;                        // MPIACC_TEST_OPENCL_NO_CACHE (test_knobs.def)
     std::string fault_pull, fault_memop, fault_resident;  // MPIACC_FAULT_* (test_knobs.def)
     std::size_t cuda_kernel_copy_max = 32u << 10;         // MPIACC_CUDA_KERNEL_COPY_MAX
     long cuda_resident_idle_us = 0;  // MPIACC_TEST_RESIDENT_IDLE_US (test_knobs.def); 0: the built-in

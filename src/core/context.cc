@@ -40,7 +40,7 @@ AccelSettings accel_settings_from(const Knobs &k, int world_rank) {
     s.ipc = k.ipc;
     s.shared_staging = k.shared_staging;
     s.opencl_platform = k.opencl_platform;
-    s.opencl_cache_entries = k.opencl_cache_size;
+    s.opencl_cache_off = k.test_opencl_no_cache;
     s.fault_pull = k.fault_pull;
     s.fault_memop = k.fault_memop;
     s.fault_resident = k.fault_resident;

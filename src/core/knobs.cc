@@ -124,12 +124,73 @@ std::string range_words(const char *range) {
     return text;
 }
 
+bool knob_accepts(const char *env_name, const std::string &text, std::string *why) {
+    for (const KnobInfo &k : Knobs::registry()) {
+        if (std::strcmp(k.name, env_name) != 0) continue;
+        bool ok = true, in_range = true;
+        std::size_t size = 0;
+        long number = 0;
+        bool flag = false;
+        switch (k.type) {
+            case KnobType::BOOL: ok = parse_bool(text, &flag); break;
+            case KnobType::SIZE:
+                ok = parse_size(text, &size);
+                in_range = !ok || !k.range || knob_in_range(size, k.range);
+                break;
+            case KnobType::INT:
+                ok = parse_int(text, &number);
+                in_range = !ok || !k.range || knob_in_range(number, k.range);
+                break;
+            case KnobType::STRING: break;
+        }
+        static const char *const type_words[] = {"BOOL", "SIZE", "INT", "STRING"};
+        if (!ok) *why = std::string("is not a valid ") + type_words[static_cast<int>(k.type)];
+        if (ok && !in_range) *why = "is outside the range " + range_words(k.range);
+        return ok && in_range;
+    }
+    *why = "is for no knob";
+    return false;
+}
+
 // " (range 2..64)" for a user knob that has one, to follow "is not a valid INT".
 static std::string range_of(const char *env) {
     for (const KnobInfo &k : Knobs::registry())
         if (k.range && std::strcmp(k.name, env) == 0) return " (range " + range_words(k.range) + ")";
     return "";
 }
+
+namespace {
+
+// Puts the profile's settings into the knobs the environment left alone. A profile with
+// any fault is not used at all, so that no run mixes half a table with the defaults.
+void apply_profile(Knobs *k, std::vector<std::string> *errors) {
+    ProfileUse &use = k->profile_in_use;
+    use.path = k->profile;
+    Profile p;
+    if (read_profile(use.path, &p, &use.error) && p.has_chunk_size && !std::getenv("MPIACC_CHUNK_SIZE") &&
+        p.chunk_size > k->pool_size)
+        use.error = use.path + ": chunk_size: " + std::to_string(p.chunk_size) +
+                    " is larger than the staging pool (MPIACC_POOL_SIZE=" + std::to_string(k->pool_size) + ")";
+    if (!use.error.empty()) {
+        if (errors) errors->push_back("MPIACC_PROFILE: " + use.error + "; using the defaults");
+        return;
+    }
+    use.measured_on = p.machine + ", " + p.accelerator + ", " + p.date;
+    auto take = [&use](const char *knob, bool has, auto value, auto *field) {
+        if (!has) return;
+        if (std::getenv(knob)) {
+            use.overridden.push_back(knob);
+            return;
+        }
+        *field = value;
+        use.set.push_back(std::string(knob) + "=" + std::to_string(value));
+    };
+    take("MPIACC_CHUNK_SIZE", p.has_chunk_size, p.chunk_size, &k->chunk_size);
+    take("MPIACC_PIPELINE_DEPTH", p.has_pipeline_depth, p.pipeline_depth, &k->pipeline_depth);
+    take("MPIACC_HOST_RNDV_THRESHOLD", p.has_host_rndv_threshold, p.host_rndv_threshold, &k->host_rndv_threshold);
+}
+
+}  // namespace
 
 // The one place in the library that reads the environment for knobs. A value that does
 // not parse, or lies outside the knob's range, is reported and the default used: a
@@ -174,6 +235,7 @@ Knobs Knobs::from_environment(std::vector<std::string> *errors) {
         report("MPIACC_POOL_SIZE", v ? v : "", "is smaller than one chunk (MPIACC_CHUNK_SIZE)", def);
         parse_size(def, &k.pool_size);
     }
+    if (!k.profile.empty()) apply_profile(&k, errors);
     return k;
 }
 

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "core/profile.h"
+
 namespace mpiacc {
 
 enum class KnobType { BOOL, SIZE, INT, STRING };
@@ -26,8 +28,11 @@ struct Knobs {
 #include "core/knobs.def"
 #include "core/test_knobs.def"
 #undef MPIACC_KNOB
+    // The profile MPIACC_PROFILE names, as applied to the fields above.
+    ProfileUse profile_in_use;
 
-    // Parse every knob. A malformed value is reported in `errors` and the default is used.
+    // Parse every knob, then apply the profile (a knob set in the environment wins over it). A malformed value is
+    // reported in `errors` and the default is used.
     static Knobs from_environment(std::vector<std::string> *errors);
     // The user knobs (knobs.def), in declaration order: what mpiacc_info lists.
     static const std::vector<KnobInfo> &registry();
@@ -41,6 +46,9 @@ struct Knobs {
 bool parse_bool(const std::string &text, bool *out);
 bool parse_size(const std::string &text, std::size_t *out);
 bool parse_int(const std::string &text, long *out);
+// Whether `text` is a value user knob `env_name` accepts: it parses as the knob's type
+// and lies inside its range. Otherwise *why says what is wrong.
+bool knob_accepts(const char *env_name, const std::string &text, std::string *why);
 // A knob's range as a reader sees it: "4K..64M", "0 or 4K..1G".
 std::string range_words(const char *range);
 

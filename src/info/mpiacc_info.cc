@@ -126,6 +126,24 @@ void print_config() {
     for (const std::string &l : mpiacc::rdma_port_lines()) line("RDMA:", l);
 }
 
+// The profile MPIACC_PROFILE names (mpiacc-tune's): what it set, or why the defaults are
+// in effect instead.
+void print_profile(const mpiacc::ProfileUse &use) {
+    if (use.path.empty()) {
+        std::printf("Profile (MPIACC_PROFILE): none\n");
+        return;
+    }
+    if (!use.error.empty()) {
+        std::printf("Profile (MPIACC_PROFILE): %s not used: %s\n  defaults in effect\n", use.path.c_str(),
+                    use.error.c_str());
+        return;
+    }
+    std::printf("Profile (MPIACC_PROFILE): %s, measured on %s\n", use.path.c_str(), use.measured_on.c_str());
+    for (const std::string &s : use.set) std::printf("  sets %s\n", s.c_str());
+    for (const std::string &o : use.overridden) std::printf("  %s: the environment's value wins\n", o.c_str());
+    if (use.set.empty() && use.overridden.empty()) std::printf("  sets nothing: defaults in effect\n");
+}
+
 // Values that do not parse or lie outside their knob's range are listed after the knobs:
 // the library reports them the same way at MPI_Init and uses the defaults.
 void print_knobs() {
@@ -138,6 +156,7 @@ void print_knobs() {
         std::string range = k.range ? " " + mpiacc::range_words(k.range) : "";
         std::printf("      %s%s, default \"%s\": %s\n", type_name(k.type), range.c_str(), k.default_value, k.doc);
     }
+    print_profile(knobs.profile_in_use);
     if (!errors.empty()) {
         std::printf("Knob values not used (malformed or out of range; the defaults are in effect):\n");
         for (const auto &e : errors) std::printf("  %s\n", e.c_str());

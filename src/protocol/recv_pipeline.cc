@@ -227,6 +227,7 @@ void RecvOp::pipeline_step() {
         }
         if (done) {
             if (c.staging) c.pool->release(c.staging);
+            MPIACC_COUNT("protocol.recv.chunks");
             ++chunks_done_;
             it = chunks_.erase(it);
         } else {

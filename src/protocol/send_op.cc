@@ -352,6 +352,7 @@ void SendOp::pipeline_step() {
         if (it->sent && netmod().test(&it->request) && !it->awaiting_ack) {
             trace_chunk(ChunkEvent::SEND_DONE, id_, it->index);
             if (it->staging) it->pool->release(it->staging);
+            MPIACC_COUNT("protocol.send.chunks");
             ++chunks_done_;
             it = chunks_.erase(it);
         } else {

@@ -2,7 +2,7 @@
  * memory (after the user's queue), sent as the plain payload
  * (protocol.send.eager_device counts them), in order with everything else to the same
  * peer. Synchronous ones still complete only once matched. Built again with CACHE_OFF
- * (MPIACC_OPENCL_CACHE_SIZE=0): the staging slot's pool then belongs to the buffer's own
+ * (MPIACC_TEST_OPENCL_NO_CACHE=1): the staging slot's pool then belongs to the buffer's own
  * context, and must outlive the payload's send.
  * MPIACC-TEST-RANKS: 2 */
 #include "opencl_util.h"
@@ -55,7 +55,7 @@ static void recv_check(size_t n, int source, int tag, uint64_t seed, const char 
 
 int main(int argc, char **argv) {
 #ifdef CACHE_OFF
-    setenv("MPIACC_OPENCL_CACHE_SIZE", "0", 1); /* read at MPI_Init */
+    setenv("MPIACC_TEST_OPENCL_NO_CACHE", "1", 1); /* read at MPI_Init */
 #endif
     MT_INIT(&argc, &argv);
     ocl_env e = ocl_setup_or_skip(cases, NCASES);

@@ -5,7 +5,7 @@
  * slot) and host senders (whose CPU copies into a slot of theirs for the device to read).
  * Built a second time with SHARED_STAGING_OFF: the same traffic through the pipeline,
  * and no rank maps another's memory. Built a third time with CACHE_OFF: every transfer
- * makes its own pools (MPIACC_OPENCL_CACHE_SIZE=0), so the receiver sees a new segment
+ * makes its own pools (MPIACC_TEST_OPENCL_NO_CACHE=1), so the receiver sees a new segment
  * each time and must let the dead ones go.
  * MPIACC-TEST-RANKS: 2 */
 #include "opencl_util.h"
@@ -28,9 +28,9 @@ static const int shared_on = 1;
 #endif
 
 #ifdef CACHE_OFF
-static const char *cache_size = "0";
+static const char *cache_off = "1";
 #else
-static const char *cache_size = "4";
+static const char *cache_off = "0";
 #endif
 
 static long long count(const char *name) { return mpiacc_counter_value(name); }
@@ -38,7 +38,7 @@ static long long count(const char *name) { return mpiacc_counter_value(name); }
 int main(int argc, char **argv) {
     setenv("MPIACC_CHUNK_SIZE", "1M", 1);
     setenv("MPIACC_SHARED_STAGING", shared_on ? "1" : "0", 1);
-    setenv("MPIACC_OPENCL_CACHE_SIZE", cache_size, 1);
+    setenv("MPIACC_TEST_OPENCL_NO_CACHE", cache_off, 1);
     MT_INIT(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     const int ncases = (int)(sizeof cases / sizeof cases[0]);

@@ -323,7 +323,7 @@ const UserKnob kUserKnobs[] = {
     {"MPIACC_POOL_SIZE", KnobType::SIZE, "67108864"},
     {"MPIACC_CUDA_KERNEL_COPY_MAX", KnobType::SIZE, "32768"},
     {"MPIACC_OPENCL_PLATFORM", KnobType::STRING, ""},
-    {"MPIACC_OPENCL_CACHE_SIZE", KnobType::INT, "4"},
+    {"MPIACC_PROFILE", KnobType::STRING, ""},
     {"MPIACC_ASYNC_PROGRESS", KnobType::BOOL, "0"},
     {"MPIACC_VERBOSE", KnobType::INT, "0"},
 };

@@ -257,15 +257,15 @@ TEST_F(OpenClAccelTest, unavailable_when_platform_knob_matches_no_platform) {
 }
 
 // The library makes the component from AccelSettings (accel/registry.cc), never from the
-// knobs: the platform and cache size it is given are the ones it uses.
-TEST_F(OpenClAccelTest, made_from_accel_settings_uses_their_platform_and_cache_size) {
+// knobs: the platform and cache setting it is given are the ones it uses.
+TEST_F(OpenClAccelTest, made_from_accel_settings_uses_their_platform_and_cache_setting) {
     AccelSettings none;
     none.opencl_platform = "no such OpenCL platform";
     EXPECT_FALSE(make_opencl_accel(none)->available());
 
     AccelSettings uncached;
     uncached.opencl_platform = platform_filter_;
-    uncached.opencl_cache_entries = 0;
+    uncached.opencl_cache_off = true;
     std::unique_ptr<Accel> accel = make_opencl_accel(uncached);
     ASSERT_TRUE(accel->available());
     MemRef mem = zeroed_buffer(64);

@@ -125,6 +125,10 @@ private:
     std::atomic<cl_uint> ours_{0};
 };
 
+// (context, device) entries kept. An application rarely works in more than a few
+// contexts at once, and the paper's single entry thrashed with two (BRIEF P7).
+constexpr long kObjectCacheEntries = 4;
+
 // ReceiveBounces budget per entry: as much as the registered bounce buffers CUDA
 // receives may keep (a window of 32 receives of 4 MiB).
 constexpr std::size_t kReceiveBounceBytes = std::size_t{128} << 20;

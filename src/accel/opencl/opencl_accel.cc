@@ -205,7 +205,7 @@ private:
 OpenClSettings OpenClSettings::from(const AccelSettings &settings) {
     OpenClSettings s;
     s.platform = settings.opencl_platform;
-    s.cache_entries = settings.opencl_cache_entries;
+    s.cache_entries = settings.opencl_cache_off ? 0 : opencl::kObjectCacheEntries;
     s.slot_size = settings.slot_size;
     s.pool_bytes = settings.pool_bytes;
     s.share_pool = settings.shared_staging;

@@ -22,10 +22,10 @@ namespace mpiacc {
 
 // What the component is made with: the library's from AccelSettings, tests their own.
 struct OpenClSettings {
-    std::string platform;                // substring of the platform name (MPIACC_OPENCL_PLATFORM)
-    long cache_entries = 4;              // (context, device) entries kept; 0 (or less) = cache off
-    std::size_t slot_size = 256u << 10;  // one staging slot per pipeline chunk
-    std::size_t pool_bytes = 64u << 20;  // pinned staging memory per (context, device)
+    std::string platform;                              // substring of the platform name (MPIACC_OPENCL_PLATFORM)
+    long cache_entries = opencl::kObjectCacheEntries;  // (context, device) entries kept; 0 (or less) = cache off
+    std::size_t slot_size = 256u << 10;                // one staging slot per pipeline chunk
+    std::size_t pool_bytes = 64u << 20;                // pinned staging memory per (context, device)
     // Pinned receive bounces per (context, device); not a knob, tests may lower it.
     std::size_t receive_bounce_bytes = opencl::kReceiveBounceBytes;
     bool share_pool = true;  // staging slots in shared memory (MPIACC_SHARED_STAGING)
