@@ -144,6 +144,19 @@ bool PinnedPool::locate_shared(const void *slot, SharedLocation *out) const {
     return false;
 }
 
+bool PinnedPool::segment_of(const void *slot, void **base, std::size_t *bytes) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const char *p = static_cast<const char *>(slot);
+    for (std::size_t i = 0; i < segments_.size(); ++i) {
+        char *seg = static_cast<char *>(segments_[i]);
+        if (p < seg || p >= seg + segment_bytes_[i]) continue;
+        *base = seg;
+        *bytes = segment_bytes_[i];
+        return true;
+    }
+    return false;
+}
+
 std::size_t PinnedPool::exhausted_count() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return exhausted_;

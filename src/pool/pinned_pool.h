@@ -62,6 +62,8 @@ public:
     // of a shared pipeline). Makes the first allocation if none was made yet, so that
     // the answer holds for every slot; false when it failed.
     bool shared();
+    // The segment (one allocation) holding `slot`, as a netmod registers it once.
+    bool segment_of(const void *slot, void **base, std::size_t *bytes) const;
     // Where `slot` (from acquire) is, for a peer: false when the pool is not shared.
     bool locate_shared(const void *slot, SharedLocation *out) const;
 
