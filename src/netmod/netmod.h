@@ -125,7 +125,7 @@ struct NetmodOptions {
 // Sets up the netmod in use over the private communicator (MPI_Init) and lets it go
 // (MPI_Finalize).
 int initialize_netmod(MPI_Comm private_comm, const NetmodOptions &options);
-void finalize_netmod(MPI_Comm private_comm);
+void finalize_netmod();
 // The netmod in use: `mpi` over the private communicator, or `ib` in front of it where
 // verbs is built in and not turned off (it hands `mpi` all but one-sided placements).
 Netmod &netmod();

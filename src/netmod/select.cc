@@ -38,18 +38,9 @@ int initialize_netmod(MPI_Comm private_comm, const NetmodOptions &options) {
     return MPI_SUCCESS;
 }
 
-void finalize_netmod(MPI_Comm private_comm) {
+void finalize_netmod() {
     Selected &s = selected();
-#ifdef MPIACC_HAVE_IB
-    // Queue pairs, registrations and the device go before MPI does; then the ranks meet,
-    // so that none enters MPICH's finalize while a peer still tears down (in the soft-RoCE
-    // VM, MPICH over UCX's TCP hung in MPI_Finalize now and then without it). Every rank
-    // of a build with verbs meets, whatever its knob says.
-    s.ib.reset();
-    PMPI_Barrier(private_comm);
-#else
-    (void)private_comm;
-#endif
+    s.ib.reset();  // queue pairs, registrations and the device go before MPI does
     s.in_use = &mpi_netmod(MPI_COMM_NULL);
 }
 
