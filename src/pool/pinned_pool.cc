@@ -80,8 +80,17 @@ PinnedPool::PinnedPool(std::unique_ptr<PinnedAllocator> allocator, std::size_t s
     slots_per_segment_ = std::max<std::size_t>(1, segment_bytes / slot_size_);
 }
 
+namespace {
+void (*segment_release_hook)(void *base) = nullptr;
+}  // namespace
+
+void set_segment_release_hook(void (*hook)(void *base)) { segment_release_hook = hook; }
+
 PinnedPool::~PinnedPool() {
-    for (void *s : segments_) allocator_->release(s);
+    for (void *s : segments_) {
+        if (segment_release_hook) segment_release_hook(s);
+        allocator_->release(s);
+    }
 }
 
 bool PinnedPool::grow() {

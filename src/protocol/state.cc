@@ -32,6 +32,16 @@ void protocol_progress(bool skip_host_recvs) {
     if (!ps.unposted_payloads.empty()) post_staged_payloads();
 }
 
+// A pool frees a segment (an OpenCL context's pool evicted with it): its registration
+// goes first.
+void forget_segment(void *base) {
+    auto &known = protocol_state().registered_segments;
+    auto it = known.find(base);
+    if (it == known.end()) return;
+    netmod().deregister_memory(base, it->second.key);
+    known.erase(it);
+}
+
 // A host pool of chunk-sized slots, made on first use and kept to MPI_Finalize.
 PinnedPool *host_pool(std::unique_ptr<PinnedPool> *pool,
                       std::unique_ptr<PinnedPool> (*make)(std::size_t slot_size, std::size_t capacity_bytes)) {
@@ -89,6 +99,7 @@ int protocol_initialize() {
     set_peer_fin_words(std::move(local));
     ctx.plain_send_below.store(plain_send_limit(ctx.knobs), std::memory_order_relaxed);
     set_progress_hook(protocol_progress);
+    set_segment_release_hook(forget_segment);
     return MPI_SUCCESS;
 }
 
