@@ -146,8 +146,8 @@ void protocol_finalize() {
     if (ctx.knobs.verbose >= 3) print_chunk_trace();
     destroy_ops();
     release_slot_registrations();  // before any pool's memory goes
-    ps.host_staging.reset();  // no send is left to read it, and receivers finished with each chunk
-    ps.host_chunks.reset();   // every chunk send in it has completed or been retired
+    ps.host_staging.reset();       // no send is left to read it, and receivers finished with each chunk
+    ps.host_chunks.reset();        // every chunk send in it has completed or been retired
     release_all_host_recvs();
     forget_pending();
     ps.stash.clear();
