@@ -194,6 +194,9 @@ void finalize_context() {
     for (int *kv : {&ctx.keyvals.buf_type, &ctx.keyvals.stream, &ctx.keyvals.command_queue, &ctx.keyvals.event,
                     &ctx.keyvals.context, &ctx.keyvals.device, &ctx.keyvals.offset})
         if (*kv != MPI_KEYVAL_INVALID) PMPI_Type_free_keyval(kv);
+    // Both ranks are done with every transfer before either destroys its queue pairs, so
+    // no RDMA write is in flight to a queue pair that is gone.
+    if (ctx.proto_comm != MPI_COMM_NULL) PMPI_Barrier(ctx.proto_comm);
     finalize_netmod();
     if (ctx.proto_comm != MPI_COMM_NULL) PMPI_Comm_free(&ctx.proto_comm);
     if (ctx.meeting_comm != MPI_COMM_NULL) PMPI_Comm_free(&ctx.meeting_comm);

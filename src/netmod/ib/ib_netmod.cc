@@ -92,7 +92,9 @@ public:
         peers_.resize(static_cast<std::size_t>(std::max(1, options.world_size)));
     }
     ~IbNetmod() override {
-        for (Peer &p : peers_) mpi_.release(&p.out_handle);
+        // A connect message still going out completes (40 bytes, eager) rather than being
+        // freed: MPI's finalize then has no send of ours left in flight.
+        for (Peer &p : peers_) mpi_.wait(&p.out_handle);
         ops_.clear();
         peers_.clear();  // queue pairs before the registrations and the device they hold
         regions_.clear();
