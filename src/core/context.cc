@@ -98,7 +98,14 @@ int initialize_context(int provided_thread_level) {
     PMPI_Comm_set_name(ctx.proto_comm, "MPI-ACC protocol");
     // Protocol errors are handled, never fatal, on the private communicator.
     PMPI_Comm_set_errhandler(ctx.proto_comm, MPI_ERRORS_RETURN);
-    rc = initialize_netmod(ctx.proto_comm);
+    NetmodOptions netmod_options;
+    netmod_options.world_rank = ctx.world_rank;
+    netmod_options.world_size = ctx.world_size;
+    netmod_options.same_node = same_node;
+    netmod_options.ib_policy = ctx.knobs.test_ib;
+    netmod_options.ib_devices = ctx.knobs.test_ib_devices;
+    netmod_options.fault_rkey = ctx.knobs.fault_rkey;
+    rc = initialize_netmod(ctx.proto_comm, netmod_options);
     if (rc != MPI_SUCCESS) return rc;
     rc = PMPI_Comm_dup(MPI_COMM_WORLD, &ctx.meeting_comm);
     if (rc != MPI_SUCCESS) return rc;
@@ -187,6 +194,9 @@ void finalize_context() {
     for (int *kv : {&ctx.keyvals.buf_type, &ctx.keyvals.stream, &ctx.keyvals.command_queue, &ctx.keyvals.event,
                     &ctx.keyvals.context, &ctx.keyvals.device, &ctx.keyvals.offset})
         if (*kv != MPI_KEYVAL_INVALID) PMPI_Type_free_keyval(kv);
+    // Both ranks are done with every transfer before either destroys its queue pairs, so
+    // no RDMA write is in flight to a queue pair that is gone.
+    if (ctx.proto_comm != MPI_COMM_NULL) PMPI_Barrier(ctx.proto_comm);
     finalize_netmod();
     if (ctx.proto_comm != MPI_COMM_NULL) PMPI_Comm_free(&ctx.proto_comm);
     if (ctx.meeting_comm != MPI_COMM_NULL) PMPI_Comm_free(&ctx.meeting_comm);

@@ -23,6 +23,7 @@
 #include "core/knobs.h"
 #include "mpiacc.h"
 #include "netmod/ib/devices.h"
+#include "netmod/netmod.h"
 #include "util/counters.h"
 
 #ifndef MPIACC_CONFIGURE_ARGS
@@ -122,8 +123,11 @@ void print_config() {
     }
     // Loads libnccl.so.2 as the library would for its first collective on CUDA buffers.
     line("NCCL:", mpiacc::nccl_status());
-    // What rdma-core's verbs see: the ports the verbs netmod (not in this release) will use.
+    // What rdma-core's verbs see: the ports the verbs netmod chooses from, and which
+    // netmod MPI_Init would take with this environment (MPIACC_TEST_IB).
     for (const std::string &l : mpiacc::rdma_port_lines()) line("RDMA:", l);
+    std::vector<std::string> knob_errors;
+    line("netmod:", mpiacc::describe_netmod_choice(mpiacc::Knobs::from_environment(&knob_errors).test_ib));
 }
 
 // The profile MPIACC_PROFILE names (mpiacc-tune's): what it set, or why the defaults are

@@ -80,8 +80,17 @@ PinnedPool::PinnedPool(std::unique_ptr<PinnedAllocator> allocator, std::size_t s
     slots_per_segment_ = std::max<std::size_t>(1, segment_bytes / slot_size_);
 }
 
+namespace {
+void (*segment_release_hook)(void *base) = nullptr;
+}  // namespace
+
+void set_segment_release_hook(void (*hook)(void *base)) { segment_release_hook = hook; }
+
 PinnedPool::~PinnedPool() {
-    for (void *s : segments_) allocator_->release(s);
+    for (void *s : segments_) {
+        if (segment_release_hook) segment_release_hook(s);
+        allocator_->release(s);
+    }
 }
 
 bool PinnedPool::grow() {
@@ -139,6 +148,19 @@ bool PinnedPool::locate_shared(const void *slot, SharedLocation *out) const {
         if (p < seg || p >= seg + segment_bytes_[i]) continue;
         if (!allocator_->shared_identity(seg, out)) return false;
         out->offset = static_cast<std::uint64_t>(p - seg);
+        return true;
+    }
+    return false;
+}
+
+bool PinnedPool::segment_of(const void *slot, void **base, std::size_t *bytes) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const char *p = static_cast<const char *>(slot);
+    for (std::size_t i = 0; i < segments_.size(); ++i) {
+        char *seg = static_cast<char *>(segments_[i]);
+        if (p < seg || p >= seg + segment_bytes_[i]) continue;
+        *base = seg;
+        *bytes = segment_bytes_[i];
         return true;
     }
     return false;

@@ -39,6 +39,10 @@ public:
 void *map_staging_memory(std::size_t bytes, std::size_t *mapped_bytes, std::string *why);
 void unmap_staging_memory(void *p, std::size_t mapped_bytes);
 
+// Called with each segment's base before a pool frees it, so that a registration of it
+// (a netmod's) never outlives the memory and names a later allocation at that address.
+void set_segment_release_hook(void (*hook)(void *base));
+
 class PinnedPool {
 public:
     PinnedPool(std::unique_ptr<PinnedAllocator> allocator, std::size_t slot_size, std::size_t capacity_bytes,
@@ -62,6 +66,8 @@ public:
     // of a shared pipeline). Makes the first allocation if none was made yet, so that
     // the answer holds for every slot; false when it failed.
     bool shared();
+    // The segment (one allocation) holding `slot`, as a netmod registers it once.
+    bool segment_of(const void *slot, void **base, std::size_t *bytes) const;
     // Where `slot` (from acquire) is, for a peer: false when the pool is not shared.
     bool locate_shared(const void *slot, SharedLocation *out) const;
 

@@ -18,8 +18,12 @@ constexpr int kMessagesPerPoll = 64;
 
 // The next control message addressed to this rank, received; false when none is there
 // (or, `wait`ing for one, when the netmod fails).
-bool take_control_message(ControlMessage *msg, int *from, bool wait = false) {
-    return wait ? netmod().wait_control(msg, sizeof *msg, from) : netmod().poll_control(msg, sizeof *msg, from);
+// *len: its length (a CTS naming slots is longer than a control message).
+bool take_control_message(ControlFrame *frame, int *from, std::size_t *len, bool wait = false) {
+    const bool got = wait ? netmod().wait_control(frame, sizeof *frame, from, len)
+                          : netmod().poll_control(frame, sizeof *frame, from, len);
+    if (got && *len < sizeof(ControlMessage)) std::memset(&frame->msg, 0, sizeof frame->msg);  // not ours
+    return got;
 }
 
 // The hints receivers send their senders outside any transfer, by world rank: RNDV_HINT
@@ -131,9 +135,11 @@ void take_hints_now_and_then(PeerHints &h) {
 }  // namespace
 
 void poll_control_messages() {
-    ControlMessage msg;
+    ControlFrame frame;
+    const ControlMessage &msg = frame.msg;
     int from = MPI_PROC_NULL;
-    for (int k = 0; k < kMessagesPerPoll && take_control_message(&msg, &from); ++k) {
+    std::size_t len = 0;
+    for (int k = 0; k < kMessagesPerPoll && take_control_message(&frame, &from, &len); ++k) {
         if (msg.magic != kEnvelopeMagic || take_hint(from, msg)) continue;
         if (static_cast<ControlType>(msg.type) == ControlType::ABORT) {
             auto it = protocol_state().receivers.find({from, msg.transfer_id});
@@ -141,7 +147,7 @@ void poll_control_messages() {
         } else {
             auto it = protocol_state().senders.find(msg.transfer_id);
             if (it != protocol_state().senders.end())
-                it->second->on_control(msg);
+                it->second->on_control(msg, named_slots(frame, len));
             else
                 MPIACC_COUNT("protocol.control.orphan");
         }
@@ -205,10 +211,12 @@ void finish_peer_hints() {
     // this rank waits for it below: its sender's request completes only once it is taken
     // if MPICH sent it by rendezvous, so the sends are waited for last.
     int expected = 0;
-    ControlMessage msg;
+    ControlFrame frame;
+    const ControlMessage &msg = frame.msg;
     int from = MPI_PROC_NULL;
+    std::size_t len = 0;
     if (netmod().sum_sent_to_me(h.sent_to.data(), &expected) == MPI_SUCCESS) {
-        while (h.taken < expected && take_control_message(&msg, &from, true))
+        while (h.taken < expected && take_control_message(&frame, &from, &len, true))
             if (msg.magic != kEnvelopeMagic || !take_hint(from, msg)) MPIACC_COUNT("protocol.control.orphan");
     }
     for (NetHandle &r : h.requests) netmod().wait(&r);
@@ -216,9 +224,10 @@ void finish_peer_hints() {
 }
 
 void drain_control_messages() {
-    ControlMessage msg;
+    ControlFrame frame;
     int from = MPI_PROC_NULL;
-    while (take_control_message(&msg, &from)) MPIACC_COUNT("protocol.control.orphan");
+    std::size_t len = 0;
+    while (take_control_message(&frame, &from, &len)) MPIACC_COUNT("protocol.control.orphan");
 }
 
 }  // namespace mpiacc

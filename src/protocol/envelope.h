@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "accel/accel.h"
+#include "netmod/netmod.h"
 #include "pool/shared_memory.h"
 
 namespace mpiacc {
@@ -16,8 +17,9 @@ constexpr std::uint32_t kEnvelopeMagic = 0x4343414du;  // "MACC"
 // 2: the envelope's `shared` offer and flags kEnvelopeStagesAfterDecline and
 // kEnvelopeSharedStaging, CTS status kCtsDeclinedForBlockingReceive, mode SHARED and
 // control message CHUNK_DONE. 3: control message PULL_HINT. 4: the envelope's
-// `fin_word` (kEnvelopeFinWord).
-constexpr std::uint16_t kProtocolVersion = 4;
+// `fin_word` (kEnvelopeFinWord). 5: a CTS may name the receiver's slots (CtsSlots), and
+// an ABORT may say the transport failed (kAbortTransportFailed).
+constexpr std::uint16_t kProtocolVersion = 5;
 // Not a power of two on purpose: OSU-style sweeps and most applications send power-of-two
 // sizes, and a host payload of exactly this length has to go by rendezvous.
 constexpr std::size_t kEnvelopeBytes = 200;
@@ -101,7 +103,40 @@ struct ChunkNotice {
     std::uint64_t len;
     SharedLocation where;
 };
+
+// A CTS that names the receiver's registered slots, for a netmod that places one-sided
+// (PIPELINE mode): the ControlMessage, then this with `count` slots; chunk k lands in
+// slots[k mod count]. Told from a plain CTS by its length alone (cts_length), so the
+// CTS of a two-sided netmod is unchanged.
+constexpr std::uint32_t kMaxCtsSlots = 16;
+struct CtsSlots {
+    std::uint32_t count;
+    std::uint32_t reserved;
+    RemoteSlot slots[kMaxCtsSlots];
+};
+// What the control channel carries at most: a control message and its slots.
+struct ControlFrame {
+    ControlMessage msg;
+    CtsSlots slots;
+};
 #pragma pack(pop)
+static_assert(sizeof(RemoteSlot) == 16, "a slot of a CTS is part of the protocol");
+static_assert(sizeof(ControlMessage) == 32, "a control message is part of the protocol");
+
+// Bytes on the wire of a CTS naming `count` slots (0: a plain CTS).
+constexpr std::size_t cts_length(std::size_t count) {
+    return count == 0 ? sizeof(ControlMessage) : sizeof(ControlMessage) + 8 + count * sizeof(RemoteSlot);
+}
+// The slots a control message of `len` bytes names: null for a plain one, or for a
+// length that matches no count.
+inline const CtsSlots *named_slots(const ControlFrame &f, std::size_t len) {
+    if (len <= sizeof(ControlMessage) || f.slots.count == 0 || f.slots.count > kMaxCtsSlots) return nullptr;
+    return len == cts_length(f.slots.count) ? &f.slots : nullptr;
+}
+
+// ABORT.depth: the sender's transport to this rank failed (a queue pair in error), so
+// none of its chunks still in flight will land.
+constexpr std::uint16_t kAbortTransportFailed = 1;
 
 // CTS.status of a declined pull offer (mode PIPELINE): the receive was a blocking one,
 // so only the sender's blocking small sends should go staged; its nonblocking ones are

@@ -193,8 +193,15 @@ void RecvOp::on_abort(const ControlMessage &msg) {
         fail(error_class, what);
         return;
     }
+    if (one_sided_ && msg.depth == kAbortTransportFailed) {
+        // Its queue pair is in error: none of its writes still in flight will land.
+        netmod().fail_peer(peer_, what);
+        fail(error_class, what + " (its RDMA writes to this rank failed)");
+        return;
+    }
     // The sender posted msg.bytes chunk sends before it stopped: those are received and
-    // dropped, so that they complete on its side; receives for later ones are cancelled.
+    // dropped, so that they complete on its side; receives for later ones are cancelled
+    // (one-sided: forgotten, as their writes never come).
     const std::size_t posted = std::max<std::size_t>(static_cast<std::size_t>(msg.bytes), chunks_done_);
     if (posted < nchunks_) {
         for (auto it = chunks_.begin(); it != chunks_.end();) {
@@ -205,7 +212,10 @@ void RecvOp::on_abort(const ControlMessage &msg) {
                 ++it;
             }
         }
-        stop_chunks(&unsent_, ChunkFlow::RECEIVING);
+        if (one_sided_)
+            for (auto &c : unsent_) netmod().abandon(&c.request);
+        else
+            stop_chunks(&unsent_, ChunkFlow::RECEIVING);
         nchunks_ = posted;
         next_chunk_ = std::min(next_chunk_, posted);
     }
@@ -435,7 +445,18 @@ void RecvOp::send_control(ControlType type, std::uint16_t mode_or_status) {
     } else {
         control_.status = mode_or_status;
     }
-    if (netmod().send_control(&control_, sizeof control_, peer_, &control_request_) != MPI_SUCCESS)
+    const void *msg = &control_;
+    std::size_t len = sizeof control_;
+    if (type == ControlType::CTS && one_sided_ && !ring_slots_.empty()) {
+        // The slots go with the CTS, which the sender tells by its length.
+        cts_frame_.reset(new ControlFrame());
+        cts_frame_->msg = control_;
+        cts_frame_->slots.count = static_cast<std::uint32_t>(ring_slots_.size());
+        std::copy(ring_slots_.begin(), ring_slots_.end(), cts_frame_->slots.slots);
+        msg = cts_frame_.get();
+        len = cts_length(ring_slots_.size());
+    }
+    if (netmod().send_control(msg, len, peer_, &control_request_) != MPI_SUCCESS)
         fail(MPI_ERR_OTHER, "sending the CTS/FIN control message failed");
 }
 

@@ -2,6 +2,8 @@
 // straight in a host buffer) and are copied to the device; in SHARED mode they are
 // copied out of the sender's own shared slots. Admission bounds what each sender may
 // have in flight here.
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "core/context.h"
@@ -141,6 +143,7 @@ bool RecvOp::admit_pipeline() {
 // Every way out of a receive (done, failed, drained, destroyed) comes here once it has
 // its envelope: what it took from, or asked of, the admission budget is given back.
 void RecvOp::withdraw() {
+    release_ring();  // no slot of it is named to the sender for a chunk still to come
     if (registered_) {
         protocol_state().receivers.erase({peer_, envelope_.transfer_id});
         registered_ = false;
@@ -161,6 +164,14 @@ void RecvOp::pipeline_step() {
     Context &ctx = context();
     const int tag = data_tag(envelope_.transfer_id, ctx.tag_ub);
     if (state_ == State::AWAIT_SLOT && !admit_pipeline()) return;
+    if (state_ == State::AWAIT_SLOT && !reach_asked_ && mode_ == TransferMode::PIPELINE && nchunks_ > 0) {
+        // Whether the chunks come one-sided decides where they land: asked once, and
+        // the first transfer with a peer waits here while the two meet.
+        const PeerReach reach = netmod().reach(peer_);
+        if (reach == PeerReach::PENDING) return;
+        reach_asked_ = true;
+        if (reach == PeerReach::ONE_SIDED) prepare_one_sided();
+    }
     if (state_ == State::AWAIT_SLOT && pool_) {
         // Hold one staging slot before the CTS goes out: a transfer whose data may flow
         // always has somewhere to land, so pools cannot deadlock each other (DESIGN 2.7).
@@ -181,10 +192,12 @@ void RecvOp::pipeline_step() {
             }
         }
     }
+    if (state_ == State::AWAIT_SLOT && one_sided_ && ring_.empty() && !name_slots()) return;
+    if (one_sided_ && state_ == State::DATA && one_sided_failed()) return;
     const bool shared = mode_ == TransferMode::SHARED;
     for (auto it = chunks_.begin(); it != chunks_.end();) {
         ChunkState &c = *it;
-        bool done = false;
+        bool done = c.stage == ChunkState::Stage::FINISHED;
         if (shared && c.stage == ChunkState::Stage::NETWORK && netmod().test(&c.request)) {
             trace_chunk(ChunkEvent::RECV_DONE, envelope_.transfer_id, c.index);
             if (!draining_) start_shared_copy(c);
@@ -206,10 +219,15 @@ void RecvOp::pipeline_step() {
         if (shared && c.stage == ChunkState::Stage::ACKING) done = netmod().test(&c.request);
         if (!shared && c.stage == ChunkState::Stage::NETWORK) {
             if (netmod().test(&c.request)) {
+                // A failed transport ends every placement: ended is not landed.
+                if (one_sided_ && one_sided_failed()) return;
                 trace_chunk(ChunkEvent::RECV_DONE, envelope_.transfer_id, c.index);
                 std::string why;
                 int rc = MPI_SUCCESS;
-                if (c.staging && !draining_)
+                if (c.staging && !draining_ && dest_.kind == BufKind::HOST)
+                    std::memcpy((packed_.empty() ? dest_.contiguous_host() : packed_.data()) + c.offset, c.staging,
+                                c.len);  // one-sided into a host buffer: through a registered slot
+                else if (c.staging && !draining_)
                     rc = chunk_copy_fault(&why)
                              ? MPI_ERR_OTHER
                              : dest_.device->copy_from_host(c.offset, c.staging, c.len, &c.copy, &why);
@@ -225,9 +243,16 @@ void RecvOp::pipeline_step() {
             trace_chunk(ChunkEvent::RECV_COPY_DONE, envelope_.transfer_id, c.index);
             done = true;
         }
-        if (done) {
-            if (c.staging) c.pool->release(c.staging);
+        if (done && one_sided_ && it != chunks_.begin()) {
+            // Slots come back in chunk order: chunk k + n goes where chunk k was.
+            c.stage = ChunkState::Stage::FINISHED;
+            ++it;
+        } else if (done) {
             MPIACC_COUNT("protocol.recv.chunks");
+            if (c.staging && one_sided_ && c.index + ring_.size() < nchunks_)
+                ring_[c.index % ring_.size()] = c.staging;
+            else if (c.staging)
+                c.pool->release(c.staging);
             ++chunks_done_;
             it = chunks_.erase(it);
         } else {
@@ -242,6 +267,13 @@ void RecvOp::pipeline_step() {
             c.shared.reset(new SharedChunkMessages());
             into = &c.shared->notice;
             into_len = sizeof(ChunkNotice);
+        } else if (one_sided_) {
+            const std::size_t r = c.index % ring_.size();
+            if (!ring_[r]) break;  // its chunk k - n has not landed yet
+            c.staging = ring_[r];
+            c.pool = pool_;
+            ring_[r] = nullptr;
+            into = c.staging;
         } else if (dest_.kind == BufKind::HOST) {
             into = (packed_.empty() ? dest_.contiguous_host() : packed_.data()) + c.offset;
         } else {
@@ -258,7 +290,7 @@ void RecvOp::pipeline_step() {
         // A notice arrives as a message; a chunk is placed into its slot (or straight into
         // the host buffer).
         const int rc = shared ? netmod().recv_bytes(into, into_len, peer_, tag, &c.request)
-                              : netmod().expect_placement(into, into_len, peer_, tag, &c.request);
+                              : netmod().expect_placement(into, into_len, peer_, tag, one_sided_, &c.request);
         if (rc != MPI_SUCCESS) {
             if (c.staging) pool_->release(c.staging);
             fail(MPI_ERR_OTHER, "posting a chunk receive failed");
@@ -282,6 +314,75 @@ void RecvOp::pipeline_step() {
         else
             finish_data();
     }
+}
+
+// The peer places one-sided: chunks land in registered slots of a pool, a host buffer's
+// too (then copied out), and chunk k in the same slot as chunk k - n. False when none
+// is possible (the transfer then goes two-sided).
+bool RecvOp::prepare_one_sided() {
+    if (dest_.kind == BufKind::HOST) pool_ = host_chunk_pool();
+    if (!pool_) return false;
+    if (chunk_size_ > pool_->slot_size()) {
+        chunk_size_ = pool_->slot_size();
+        nchunks_ = (bytes_ + chunk_size_ - 1) / chunk_size_;
+    }
+    one_sided_ = true;
+    return true;
+}
+
+// Takes up to depth_ slots (the first, reserved_slot_, is held already; more only where
+// free, so that transfers never wait on each other's halves) and registers them. False
+// while the op must wait or once it failed; a refused registration turns the transfer
+// two-sided.
+bool RecvOp::name_slots() {
+    if (!reserved_slot_) return false;  // waits for a slot (pool.wait counted above)
+    ring_.push_back(reserved_slot_);
+    reserved_slot_ = nullptr;
+    const std::size_t want = std::min<std::size_t>({depth_, nchunks_, kMaxCtsSlots});
+    while (ring_.size() < want) {
+        void *slot = pool_->acquire();
+        if (!slot) break;
+        ring_.push_back(slot);
+    }
+    for (void *slot : ring_) {
+        RemoteSlot r;
+        std::string why;
+        if (!slot_key(pool_, slot, &r, &why)) {
+            if (context().knobs.verbose >= 1)
+                std::fprintf(stderr, "[mpiacc %d] registering a staging slot failed (%s): chunks go two-sided\n",
+                             context().world_rank, why.c_str());
+            reserved_slot_ = ring_.front();
+            ring_.erase(ring_.begin());
+            release_ring();
+            ring_slots_.clear();
+            one_sided_ = false;
+            if (dest_.kind == BufKind::HOST) {
+                pool_->release(reserved_slot_);
+                reserved_slot_ = nullptr;
+                pool_ = nullptr;
+            }
+            return true;
+        }
+        ring_slots_.push_back(r);
+    }
+    depth_ = ring_.size();
+    MPIACC_COUNT("protocol.recv.one_sided");
+    return true;
+}
+
+void RecvOp::release_ring() {
+    for (void *&slot : ring_)
+        if (slot) pool_->release(slot);
+    ring_.clear();
+}
+
+// The transport to the sender failed under this transfer: nothing more lands, so the
+// receive fails now (the sender's ABORT may still come, and finds it gone).
+bool RecvOp::one_sided_failed() {
+    std::string why;
+    if (netmod().peer_failure(peer_, &why) == MPI_SUCCESS) return false;
+    fail(MPI_ERR_OTHER, "a pipeline chunk did not arrive: " + why);
+    return true;
 }
 
 }  // namespace mpiacc

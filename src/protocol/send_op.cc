@@ -95,7 +95,7 @@ SendOp::~SendOp() {
     netmod().release(&abort_request_);
 }
 
-void SendOp::on_control(const ControlMessage &msg) {
+void SendOp::on_control(const ControlMessage &msg, const CtsSlots *slots) {
     if (static_cast<ControlType>(msg.type) == ControlType::CHUNK_DONE) {
         for (auto &c : chunks_)
             if (c.index == msg.bytes) c.awaiting_ack = false;
@@ -104,6 +104,8 @@ void SendOp::on_control(const ControlMessage &msg) {
     MPIACC_PROBE("send.reply");
     reply_ = msg;
     have_reply_ = true;
+    if (slots && static_cast<ControlType>(msg.type) == ControlType::CTS)
+        slots_.assign(slots->slots, slots->slots + slots->count);
     // A CTS, or a FIN by message: either way the receiver does not write the word.
     release_fin_word();
 }
@@ -212,6 +214,7 @@ void SendOp::fail(int error_class, const char *what) {
         // so none is left unmatched in MPICH, where it could match a later transfer whose
         // data tag is the same once ids wrap around tag_ub.
         abort_msg_.bytes = next_to_send_;
+        if (transport_failed_) abort_msg_.depth = kAbortTransportFailed;
         netmod().send_control(&abort_msg_, sizeof abort_msg_, peer_, &abort_request_);
         aborted_to_peer_ = true;
     }
@@ -312,6 +315,11 @@ void SendOp::start_data() {
     } else {
         MPIACC_COUNT("protocol.send.pipeline");
         stage_host_chunks_ = source_.kind == BufKind::HOST && same_node(peer_);
+        if (!slots_.empty()) {
+            one_sided_ = true;
+            stage_host_chunks_ = false;
+            MPIACC_COUNT("protocol.send.one_sided");
+        }
     }
     if (source_.kind == BufKind::HOST && !source_.contiguous_host()) {
         source_.packed.resize(source_.bytes);
@@ -335,6 +343,7 @@ void SendOp::start_data() {
 void SendOp::pipeline_step() {
     Context &ctx = context();
     const int tag = data_tag(id_, ctx.tag_ub);
+    if (one_sided_ && transport_failed()) return;
     // Device-to-host copies that finished make their chunk ready.
     for (auto &c : chunks_) {
         if (c.stage == ChunkState::Stage::COPYING && c.copy && c.copy->test()) {
@@ -350,6 +359,8 @@ void SendOp::pipeline_step() {
     if (!post_ready_chunks(tag)) return;
     for (auto it = chunks_.begin(); it != chunks_.end();) {
         if (it->sent && netmod().test(&it->request) && !it->awaiting_ack) {
+            // A failed transport ends every write: ended is not written.
+            if (one_sided_ && transport_failed()) return;
             trace_chunk(ChunkEvent::SEND_DONE, id_, it->index);
             if (it->staging) it->pool->release(it->staging);
             MPIACC_COUNT("protocol.send.chunks");
@@ -362,7 +373,7 @@ void SendOp::pipeline_step() {
     while (chunks_.size() < depth_ && next_chunk_ < nchunks_) {
         ChunkState c = ChunkState::at(next_chunk_, chunk_size_, send_bytes_);
         if (source_.kind == BufKind::HOST && !shared_) {
-            if (void *slot = host_chunk_slot(c)) {
+            if (void *slot = one_sided_ ? one_sided_host_slot(c) : host_chunk_slot(c)) {
                 copy_host_chunk(c, slot, host_chunk_pool());
                 MPIACC_COUNT("protocol.send.host_chunk_staged");
             }
@@ -448,6 +459,22 @@ void *SendOp::host_chunk_slot(const ChunkState &c) {
     return c.len <= pool->slot_size() ? pool->acquire() : nullptr;
 }
 
+// One-sided: true (and the op failed) once the netmod to the receiver failed.
+bool SendOp::transport_failed() {
+    std::string why;
+    if (netmod().peer_failure(peer_, &why) == MPI_SUCCESS) return false;
+    transport_failed_ = true;
+    fail(MPI_ERR_OTHER, ("writing a pipeline chunk into the receiver's slot failed: " + why).c_str());
+    return true;
+}
+
+// One-sided: a registered slot for host chunk `c`, or null (it goes from the user's
+// buffer, registered for that write by the netmod). Never waited for.
+void *SendOp::one_sided_host_slot(const ChunkState &c) {
+    PinnedPool *pool = host_chunk_pool();
+    return c.len <= pool->slot_size() ? pool->acquire() : nullptr;
+}
+
 // Host chunk `c` goes from `slot` of `pool`: its bytes are copied there now.
 void SendOp::copy_host_chunk(ChunkState &c, void *slot, PinnedPool *pool) {
     std::memcpy(slot, source_.contiguous_host() + c.offset, c.len);
@@ -478,7 +505,15 @@ bool SendOp::post_chunk(ChunkState &c, int tag) {
         // Into the slot the receiver holds for it; the CTS names none yet, which the
         // two-sided `mpi` netmod does not need (its receiver posts into the slot).
         const void *from = c.staging ? c.staging : source_.contiguous_host() + c.offset;
-        rc = netmod().place(from, c.len, peer_, tag, RemoteSlot{}, &c.request);
+        RemoteSlot to;
+        if (one_sided_) {
+            to = slots_[c.index % slots_.size()];
+            // The source's segment registered once; else the netmod registers the chunk.
+            RemoteSlot ours;
+            std::string why;
+            if (c.staging) slot_key(c.pool, c.staging, &ours, &why);
+        }
+        rc = netmod().place(from, c.len, peer_, tag, to, &c.request);
     }
     if (rc != MPI_SUCCESS) {
         fail(MPI_ERR_OTHER, "sending a pipeline chunk failed");

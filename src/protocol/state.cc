@@ -32,6 +32,16 @@ void protocol_progress(bool skip_host_recvs) {
     if (!ps.unposted_payloads.empty()) post_staged_payloads();
 }
 
+// A pool frees a segment (an OpenCL context's pool evicted with it): its registration
+// goes first.
+void forget_segment(void *base) {
+    auto &known = protocol_state().registered_segments;
+    auto it = known.find(base);
+    if (it == known.end()) return;
+    netmod().deregister_memory(base, it->second.key);
+    known.erase(it);
+}
+
 // A host pool of chunk-sized slots, made on first use and kept to MPI_Finalize.
 PinnedPool *host_pool(std::unique_ptr<PinnedPool> *pool,
                       std::unique_ptr<PinnedPool> (*make)(std::size_t slot_size, std::size_t capacity_bytes)) {
@@ -89,6 +99,7 @@ int protocol_initialize() {
     set_peer_fin_words(std::move(local));
     ctx.plain_send_below.store(plain_send_limit(ctx.knobs), std::memory_order_relaxed);
     set_progress_hook(protocol_progress);
+    set_segment_release_hook(forget_segment);
     return MPI_SUCCESS;
 }
 
@@ -134,8 +145,9 @@ void protocol_finalize() {
     StateLock lock;
     if (ctx.knobs.verbose >= 3) print_chunk_trace();
     destroy_ops();
-    ps.host_staging.reset();  // no send is left to read it, and receivers finished with each chunk
-    ps.host_chunks.reset();   // every chunk send in it has completed or been retired
+    release_slot_registrations();  // before any pool's memory goes
+    ps.host_staging.reset();       // no send is left to read it, and receivers finished with each chunk
+    ps.host_chunks.reset();        // every chunk send in it has completed or been retired
     release_all_host_recvs();
     forget_pending();
     ps.stash.clear();
@@ -152,5 +164,30 @@ void protocol_finalize() {
 PinnedPool *host_staging_pool() { return host_pool(&protocol_state().host_staging, make_host_staging_pool); }
 
 PinnedPool *host_chunk_pool() { return host_pool(&protocol_state().host_chunks, make_host_chunk_pool); }
+
+bool slot_key(PinnedPool *pool, void *slot, RemoteSlot *out, std::string *why) {
+    void *base = nullptr;
+    std::size_t bytes = 0;
+    if (!pool->segment_of(slot, &base, &bytes)) {
+        *why = "a staging slot outside its pool's segments";
+        return false;
+    }
+    auto &known = protocol_state().registered_segments;
+    auto it = known.find(base);
+    if (it == known.end()) {
+        ProtocolState::Registration r;
+        r.bytes = bytes;
+        if (netmod().register_memory(base, bytes, &r.key, why) != MPI_SUCCESS) return false;
+        it = known.emplace(base, r).first;
+    }
+    out->address = reinterpret_cast<std::uintptr_t>(slot);
+    out->key = it->second.key;
+    return true;
+}
+
+void release_slot_registrations() {
+    for (auto &r : protocol_state().registered_segments) netmod().deregister_memory(r.first, r.second.key);
+    protocol_state().registered_segments.clear();
+}
 
 }  // namespace mpiacc

@@ -12,8 +12,10 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <string>
 #include <unordered_map>
 
+#include "netmod/netmod.h"
 #include "pool/pinned_pool.h"
 #include "protocol/host_recv.h"
 
@@ -67,6 +69,13 @@ struct ProtocolState {
     // Huge-page slots for host pipeline chunks to a peer on this node (host_chunk_pool()).
     std::unique_ptr<PinnedPool> host_chunks;
     std::uint64_t next_transfer_id = 1;
+    // Staging segments registered with the netmod (slot_key), by base: kept to
+    // MPI_Finalize, deregistered before their pools go.
+    struct Registration {
+        std::size_t bytes = 0;
+        MemoryKey key;
+    };
+    std::map<void *, Registration> registered_segments;
 
     std::uint64_t new_transfer_id() { return next_transfer_id++; }
 };
@@ -92,5 +101,11 @@ PinnedPool *host_staging_pool();
 // The huge-page slots a host send buffer's pipeline chunks go through to a receiver on
 // this node (not shared memory), made and kept the same way.
 PinnedPool *host_chunk_pool();
+
+// Where slot `slot` of `pool` is for a one-sided placement (the netmod's key for its
+// segment, registered on first use): false with *why when the netmod refused.
+bool slot_key(PinnedPool *pool, void *slot, RemoteSlot *out, std::string *why);
+// Deregisters every segment slot_key registered (MPI_Finalize, before the pools go).
+void release_slot_registrations();
 
 }  // namespace mpiacc

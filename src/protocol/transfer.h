@@ -145,7 +145,9 @@ struct ChunkState {
     void *peer_segment = nullptr;
     // Receiver, SHARED: NETWORK is the notice's receive, LANDING the copy out of the
     // sender's slot, ACKING the CHUNK_DONE's send.
-    enum class Stage { COPYING, NETWORK, LANDING, ACKING } stage = Stage::COPYING;
+    // Receiver, one-sided: FINISHED has landed (and been copied) but waits for the
+    // chunks before it, as slots are handed back in order.
+    enum class Stage { COPYING, NETWORK, LANDING, ACKING, FINISHED } stage = Stage::COPYING;
 
     // Chunk `index` of a transfer of `total` bytes cut into pieces of `chunk_size`.
     static ChunkState at(std::size_t index, std::size_t chunk_size, std::size_t total) {
@@ -214,7 +216,8 @@ public:
     int cancel() override;
     std::unique_ptr<Op> release_from_user(int *rc) override;
     bool awaits_match() const override { return state_ == State::AWAIT_REPLY && !have_reply_; }
-    void on_control(const ControlMessage &msg);
+    // `slots`: what a CTS names of the receiver's slots (null: a plain CTS).
+    void on_control(const ControlMessage &msg, const CtsSlots *slots = nullptr);
 
 private:
     SendOp() = default;
@@ -223,6 +226,8 @@ private:
     void pipeline_step();
     void *acquire_slot(PinnedPool *pool);
     void *host_chunk_slot(const ChunkState &c);
+    void *one_sided_host_slot(const ChunkState &c);
+    bool transport_failed();
     void copy_host_chunk(ChunkState &c, void *slot, PinnedPool *pool);
     bool post_chunk(ChunkState &c, int tag);
     bool post_ready_chunks(int tag);
@@ -253,6 +258,10 @@ private:
     std::size_t next_chunk_ = 0, next_to_send_ = 0, chunks_done_ = 0, nchunks_ = 0;
     std::size_t chunk_size_ = 0, depth_ = 0, send_bytes_ = 0;
     bool aborted_to_peer_ = false;
+    // The receiver's slots (its CTS named them): chunk k is written into slots_[k mod n].
+    std::vector<RemoteSlot> slots_;
+    bool one_sided_ = false;
+    bool transport_failed_ = false;  // the netmod to the peer failed: the ABORT says so
     ControlMessage abort_msg_{};
     NetHandle abort_request_;
 };
@@ -392,6 +401,18 @@ private:
     int shared_pid_ = 0;            // SHARED: the sender's process, whose segments the notices name
     // Receives of chunks the sender never posted (it failed, ABORT): cancelled, retired.
     std::vector<ChunkState> unsent_;
+    // One-sided (the CTS names slots): the netmod was asked whether the peer is reached
+    // so; ring_ holds the slots named, chunk k in ring_[k mod n] (null while its chunk
+    // is in flight); cts_frame_ is the CTS with them.
+    bool reach_asked_ = false;
+    bool one_sided_ = false;
+    std::vector<void *> ring_;
+    std::vector<RemoteSlot> ring_slots_;
+    std::unique_ptr<ControlFrame> cts_frame_;
+    bool prepare_one_sided();
+    bool name_slots();
+    void release_ring();
+    bool one_sided_failed();
 };
 
 // A nonblocking send of device data staged whole (below one packet, nothing of the

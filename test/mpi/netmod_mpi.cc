@@ -57,7 +57,8 @@ int main(int argc, char **argv) {
 
     MT_CASE("a_placed_chunk_lands_in_the_slot_the_receiver_expects_it_in") {
         // Two-sided placement needs no registration: the receiver posts into the slot.
-        MT_CHECK(!netmod().caps().one_sided && !netmod().caps().needs_registration, "mpi netmod caps");
+        // On one node every netmod places two-sided: `ib` only between nodes by default.
+        MT_CHECK(netmod().reach(peer) == mpiacc::PeerReach::TWO_SIDED, "a peer on this node placed one-sided");
         std::vector<unsigned char> chunk(256 << 10), slot(512 << 10, 0);
         NetHandle h;
         if (mt_rank == 0) {
@@ -66,7 +67,7 @@ int main(int argc, char **argv) {
                 netmod().place(chunk.data(), chunk.size(), peer, kTag + 1, mpiacc::RemoteSlot{}, &h) == MPI_SUCCESS,
                 "place");
         } else {
-            MT_CHECK(netmod().expect_placement(slot.data(), chunk.size(), peer, kTag + 1, &h) == MPI_SUCCESS,
+            MT_CHECK(netmod().expect_placement(slot.data(), chunk.size(), peer, kTag + 1, false, &h) == MPI_SUCCESS,
                      "expect_placement");
         }
         MT_CHECK(finish(&h), "rank %d: the placement did not complete", mt_rank);
@@ -106,18 +107,20 @@ int main(int argc, char **argv) {
         NetHandle h;
         MT_CHECK(netmod().send_control(msg, sizeof msg, peer, &h) == MPI_SUCCESS, "send_control");
         int from = -1;
+        std::size_t got_len = 0;
         const double deadline = MPI_Wtime() + 10.0;
         bool taken = false;
-        while (!(taken = netmod().poll_control(got, sizeof got, &from)) && MPI_Wtime() < deadline) {
+        while (!(taken = netmod().poll_control(got, sizeof got, &from, &got_len)) && MPI_Wtime() < deadline) {
         }
         MT_CHECK(taken, "rank %d: no control message arrived", mt_rank);
         MT_CHECK(from == peer, "the message names rank %d as its sender", from);
+        MT_CHECK(got_len == sizeof msg, "the message's length reads %zu", got_len);
         bool right = true;
         for (int i = 0; i < 64; ++i) right = right && got[i] == static_cast<unsigned char>(peer * 100 + i);
         MT_CHECK(right, "the control message's bytes differ");
         MT_CHECK(finish(&h), "rank %d: the control send did not complete", mt_rank);
         MPI_Barrier(MPI_COMM_WORLD);
-        MT_CHECK(!netmod().poll_control(got, sizeof got, &from), "a second control message appeared");
+        MT_CHECK(!netmod().poll_control(got, sizeof got, &from, &got_len), "a second control message appeared");
     }
 
     MT_CASE("a_cancelled_receive_completes_and_sent_counts_sum_per_rank") {

@@ -8,8 +8,11 @@
 # in the VM (the CUDA runtime comes from the host, with no GPU or driver): mpiacc_info
 # --config lists both rxe ports, and a few MPI programs run with two ranks on two hosts
 # (UTS namespaces node0 and node1, MPICH over TCP on the veth pair), host buffers and
-# OpenCL buffers on PoCL; p2p_between_nodes proves the ranks saw two nodes. Every case
-# of theirs must pass, none skip. The VM's side is test/user/rxe_vm_inside.sh. Runs when
+# OpenCL buffers on PoCL; p2p_between_nodes proves the ranks saw two nodes. They run with
+# the verbs netmod as it chooses by default (auto), forced on (pipeline chunks as RDMA
+# writes: p2p_rdma_between_nodes checks the counters, p2p_rdma_fault a wrong rkey) and
+# forced off (the mpi netmod carries every chunk). Every case of theirs must pass, none
+# skip. The VM's side is test/user/rxe_vm_inside.sh. Runs when
 # MPIACC_RXE_VM=1 (root, network to the Debian mirror on the first run: CI sets it);
 # otherwise every case skips, by name. TAP output.
 srcdir=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,10 +36,20 @@ names="$names rxe_vm_self_test_status rxe_vm_lists_both_rxe_ports_active_with_gi
 for c in $rc_cases; do names="$names rxe_vm_$c"; done
 names="$names rxe_vm_rc_write_exits_cleanly"
 # Few, for CI's time: the proof of two nodes (host and cl_mem data), ordering with host
-# buffers, every protocol size with cl_mem buffers.
-mpi_tests="p2p_between_nodes p2p_order opencl_p2p"
+# buffers, every protocol size with cl_mem buffers, every pairing both ways with the
+# netmod's counters, and a queue pair failing; as NAME:IB (MPIACC_TEST_IB).
+mpi_runs="p2p_rdma_between_nodes:auto
+p2p_between_nodes:on p2p_order:on opencl_p2p:on p2p_rdma_between_nodes:on p2p_rdma_fault:on
+p2p_between_nodes:off opencl_p2p:off p2p_rdma_between_nodes:off"
+# The case of run NAME:IB: auto keeps the name these programs had before the verbs netmod.
+run_name() {
+  case ${1#*:} in
+    auto) echo "rxe_vm_${1%%:*}_across_two_hosts" ;;
+    *) echo "rxe_vm_${1%%:*}_across_two_hosts_verbs_${1#*:}" ;;
+  esac
+}
 names="$names rxe_vm_mpiacc_info_loads_and_lists_both_rxe_ports rxe_vm_mpiexec_places_two_ranks_on_two_hosts"
-for t in $mpi_tests; do names="$names rxe_vm_${t}_across_two_hosts"; done
+for r in $mpi_runs; do names="$names $(run_name "$r")"; done
 set -- $names
 echo "1..$#"
 if [ "${MPIACC_RXE_VM:-0}" != 1 ]; then
@@ -57,7 +70,7 @@ lib=yes
 log=$(mktemp "${TMPDIR:-/tmp}/mpiacc-rxe-vm-test.XXXXXX") || exit 1
 trap 'rm -f "$log" "$log".*' EXIT
 # shellcheck disable=SC2086 # one word per program
-"$srcdir/maint/rxe-vm" sh test/user/rxe_vm_inside.sh $mpi_tests >"$log" 2>&1
+"$srcdir/maint/rxe-vm" sh test/user/rxe_vm_inside.sh $mpi_runs >"$log" 2>&1
 rc=$?
 # The output of one part of the VM's run (between its "== NAME" and its exit line).
 part_log() { sed -n "\#^== $1\$#,\#^rxe-vm: $1 exit #p" "$log"; }
@@ -166,16 +179,19 @@ fi
 
 # The MPI programs: exit 0, every case ok and none skipped (a skip of
 # ranks_on_two_hosts_are_two_nodes would mean one node).
-for t in $mpi_tests; do
+for r in $mpi_runs; do
   i=$((i + 1))
-  name=rxe_vm_${t}_across_two_hosts
-  part_log "mpi/$t" >"$log.mpi"
+  t=${r%%:*}
+  part="mpi/$t ib=${r#*:}"
+  name=$(run_name "$r")
+  part_log "$part" >"$log.mpi"
   passed=$(grep -c '^ok ' "$log.mpi")
   if [ $lib = no ] || [ ! -x "$srcdir/test/mpi/$t" ]; then
     echo "ok $i - $name # SKIP test/mpi/$t not built"
-  elif grep -q "^rxe-vm: mpi/$t exit 0 " "$log.mpi" && [ "$passed" -gt 0 ] &&
+  elif grep -q "^rxe-vm: $part exit 0 " "$log.mpi" && [ "$passed" -gt 0 ] &&
     ! grep -q '^not ok\|^Bail out\|^ok .*# SKIP' "$log.mpi"; then
-    echo "ok $i - $name # $passed passed, $(sed -n "s#^rxe-vm: mpi/$t exit 0 in ##p" "$log.mpi")"
+    echo "ok $i - $name # $passed passed, $(sed -n "s#^rxe-vm: $part exit 0 in ##p" "$log.mpi")"
+    grep '^# verbs: \|^# mpi: \|^# rank [01].s ' "$log.mpi" | sed 's/^/# /'
   else
     echo "not ok $i - $name"
     grep -v '^ok [0-9]* - [a-z0-9_]*$' "$log.mpi" | tail -n 20 | sed 's/^/# /'

@@ -1,5 +1,5 @@
 // The RDMA devices rdma-core's verbs see on this host, port by port: what the verbs netmod
-// (not yet in this release) will choose from, and what `mpiacc_info --config` lists.
+// chooses from, and what `mpiacc_info --config` lists.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "netmod/netmod.h"
+#include "util/counters.h"
 
 namespace mpiacc {
 
@@ -26,6 +27,9 @@ class MpiNetmod final : public Netmod {
 public:
     const char *name() const override { return "mpi"; }
     NetmodCaps caps() const override { return NetmodCaps{}; }
+    PeerReach reach(int) override { return PeerReach::TWO_SIDED; }
+    int peer_failure(int, std::string *) override { return MPI_SUCCESS; }
+    void fail_peer(int, const std::string &) override {}
 
     // Not needed here (caps().needs_registration is false): MPICH registers what it sends.
     int register_memory(void *, std::size_t, MemoryKey *key, std::string *) override {
@@ -64,9 +68,11 @@ public:
     }
 
     int place(const void *src, std::size_t len, int peer, int tag, const RemoteSlot &, NetHandle *handle) override {
+        MPIACC_COUNT("netmod.mpi.chunk_sends");
         return send_bytes(src, len, peer, tag, handle);
     }
-    int expect_placement(void *slot, std::size_t len, int peer, int tag, NetHandle *handle) override {
+    int expect_placement(void *slot, std::size_t len, int peer, int tag, bool, NetHandle *handle) override {
+        MPIACC_COUNT("netmod.mpi.chunk_receives");
         return recv_bytes(slot, len, peer, tag, handle);
     }
 
@@ -77,8 +83,12 @@ public:
     // (MPI_ANY_SOURCE) receives, and UCX then searches its wildcard list for every
     // message the rank gets, user traffic included (docs/performance.md, "Host fast path
     // and idle receives"). Probing posts nothing and bounds what it holds at one message.
-    bool poll_control(void *msg, std::size_t len, int *from) override { return take_control(msg, len, from, false); }
-    bool wait_control(void *msg, std::size_t len, int *from) override { return take_control(msg, len, from, true); }
+    bool poll_control(void *msg, std::size_t capacity, int *from, std::size_t *received) override {
+        return take_control(msg, capacity, from, received, false);
+    }
+    bool wait_control(void *msg, std::size_t capacity, int *from, std::size_t *received) override {
+        return take_control(msg, capacity, from, received, true);
+    }
     int sum_sent_to_me(const int *per_peer, int *total) override {
         return PMPI_Reduce_scatter_block(per_peer, total, 1, MPI_INT, MPI_SUM, comm_);
     }
@@ -119,15 +129,18 @@ public:
     MPI_Comm comm_ = MPI_COMM_NULL;
 
 private:
-    bool take_control(void *msg, std::size_t len, int *from, bool wait) {
+    bool take_control(void *msg, std::size_t capacity, int *from, std::size_t *received, bool wait) {
         int flag = 1;
         MPI_Message handle = MPI_MESSAGE_NULL;
         MPI_Status st;
         const int rc = wait ? PMPI_Mprobe(MPI_ANY_SOURCE, kControlTag, comm_, &handle, &st)
                             : PMPI_Improbe(MPI_ANY_SOURCE, kControlTag, comm_, &flag, &handle, &st);
         if (rc != MPI_SUCCESS || !flag) return false;
-        if (PMPI_Mrecv(msg, static_cast<int>(len), MPI_BYTE, &handle, &st) != MPI_SUCCESS) return false;
+        if (PMPI_Mrecv(msg, static_cast<int>(capacity), MPI_BYTE, &handle, &st) != MPI_SUCCESS) return false;
+        int count = 0;
+        PMPI_Get_count(&st, MPI_BYTE, &count);
         *from = st.MPI_SOURCE;
+        *received = static_cast<std::size_t>(count);
         return true;
     }
     // Sizes past INT_MAX: a contiguous type of 1 MiB blocks plus a remainder would need
@@ -159,20 +172,12 @@ private:
     }
 };
 
-MpiNetmod &mpi_netmod() {
-    static MpiNetmod mpi;
-    return mpi;
-}
-
 }  // namespace
 
-int initialize_netmod(MPI_Comm private_comm) {
-    mpi_netmod().comm_ = private_comm;
-    return MPI_SUCCESS;
+Netmod &mpi_netmod(MPI_Comm private_comm) {
+    static MpiNetmod mpi;
+    mpi.comm_ = private_comm;
+    return mpi;
 }
-
-void finalize_netmod() { mpi_netmod().comm_ = MPI_COMM_NULL; }
-
-Netmod &netmod() { return mpi_netmod(); }
 
 }  // namespace mpiacc
