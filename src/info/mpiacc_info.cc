@@ -127,7 +127,12 @@ void print_config() {
     // netmod MPI_Init would take with this environment (MPIACC_TEST_IB).
     for (const std::string &l : mpiacc::rdma_port_lines()) line("RDMA:", l);
     std::vector<std::string> knob_errors;
-    line("netmod:", mpiacc::describe_netmod_choice(mpiacc::Knobs::from_environment(&knob_errors).test_ib));
+    std::string choice = mpiacc::describe_netmod_choice(mpiacc::Knobs::from_environment(&knob_errors).test_ib);
+    std::string why;
+    bool active = false;
+    for (const mpiacc::RdmaPort &p : mpiacc::rdma_ports(&why)) active = active || p.state == "ACTIVE";
+    if (choice.rfind("ib", 0) == 0 && !active) choice += " (no ACTIVE port here: every peer goes over mpi)";
+    line("netmod:", choice);
 }
 
 // The profile MPIACC_PROFILE names (mpiacc-tune's): what it set, or why the defaults are
