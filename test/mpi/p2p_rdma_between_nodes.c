@@ -6,19 +6,8 @@
  * MPI messages and none as a write. On one host, or with no RDMA device (maint/multihost),
  * every case skips, by name: test/user/rxe_vm.sh runs it in the VM.
  * MPIACC-TEST-RANKS: 2 */
-#include <dirent.h>
 
 #include "opencl_util.h"
-
-/* Whether this host has an RDMA device (a port the verbs netmod could open). */
-static int rdma_device_here(void) {
-    DIR *d = opendir("/sys/class/infiniband");
-    int found = 0;
-    if (!d) return 0;
-    for (struct dirent *de; !found && (de = readdir(d)) != NULL;) found = de->d_name[0] != '.';
-    closedir(d);
-    return found;
-}
 
 static const char *cases[] = {
     "every_pairing_of_host_and_cl_mem_both_ways_arrives_intact_between_nodes",
@@ -77,10 +66,10 @@ int main(int argc, char **argv) {
     MPI_Sendrecv(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 1 - mt_rank, 0, other, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
                  1 - mt_rank, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     ocl_env e = ocl_setup();
-    const char *why = strcmp(mine, other) == 0 ? "both ranks on one host (run in the soft-RoCE VM)"
-                      : !rdma_device_here()    ? "no RDMA device on this host (run in the soft-RoCE VM)"
-                      : !ocl_all_ok(&e)        ? "no usable OpenCL platform"
-                                               : NULL;
+    const char *why = strcmp(mine, other) == 0  ? "both ranks on one host (run in the soft-RoCE VM)"
+                      : !p2p_rdma_device_here() ? "no RDMA device on this host (run in the soft-RoCE VM)"
+                      : !ocl_all_ok(&e)         ? "no usable OpenCL platform"
+                                                : NULL;
     if (why) {
         for (int i = 0; i < ncases; ++i) mt_skip(cases[i], why);
         ocl_teardown(&e);

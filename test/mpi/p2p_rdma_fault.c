@@ -5,19 +5,8 @@
  * netmod, intact, both ways. On one host, or with no RDMA device, every case skips, by
  * name.
  * MPIACC-TEST-RANKS: 2 */
-#include <dirent.h>
 
 #include "opencl_util.h"
-
-/* Whether this host has an RDMA device (a port the verbs netmod could open). */
-static int rdma_device_here(void) {
-    DIR *d = opendir("/sys/class/infiniband");
-    int found = 0;
-    if (!d) return 0;
-    for (struct dirent *de; !found && (de = readdir(d)) != NULL;) found = de->d_name[0] != '.';
-    closedir(d);
-    return found;
-}
 
 static const char *cases[] = {
     "a_wrong_rkey_fails_the_send_and_the_receive_with_a_message_and_no_hang",
@@ -50,7 +39,7 @@ int main(int argc, char **argv) {
     ocl_env e = ocl_setup();
     const char *knob = getenv("MPIACC_TEST_IB");
     const char *why = strcmp(mine, other) == 0           ? "both ranks on one host (run in the soft-RoCE VM)"
-                      : !rdma_device_here()              ? "no RDMA device on this host (run in the soft-RoCE VM)"
+                      : !p2p_rdma_device_here()          ? "no RDMA device on this host (run in the soft-RoCE VM)"
                       : !ocl_all_ok(&e)                  ? "no usable OpenCL platform"
                       : knob && strcmp(knob, "off") == 0 ? "the verbs netmod is off (MPIACC_TEST_IB=off)"
                                                          : NULL;

@@ -4,6 +4,8 @@
 #ifndef P2P_UTIL_H_INCLUDED
 #define P2P_UTIL_H_INCLUDED
 
+#include <dirent.h>
+
 #include "mpiacc_hooks.h"
 #include "mpitest.h"
 
@@ -21,6 +23,16 @@
 #define P2P_RNDV_BYTES ((size_t)9 << 20)
 /* Bounded waits: far above any real completion time, far below run-test's limit. */
 #define P2P_TIMEOUT_S 60.0
+
+/* Whether this host has an RDMA device (a port the verbs netmod could open). */
+static inline int p2p_rdma_device_here(void) {
+    DIR *d = opendir("/sys/class/infiniband");
+    int found = 0;
+    if (!d) return 0;
+    for (struct dirent *de; !found && (de = readdir(d)) != NULL;) found = de->d_name[0] != '.';
+    closedir(d);
+    return found;
+}
 
 /* The pipeline's packet size in effect (MPIACC_CHUNK_SIZE). */
 static inline size_t p2p_chunk_size(void) { return (size_t)mpiacc_knob_value("MPIACC_CHUNK_SIZE"); }
