@@ -125,12 +125,13 @@ void print_config() {
     line("NCCL:", mpiacc::nccl_status());
     // What rdma-core's verbs see: the ports the verbs netmod chooses from, and which
     // netmod MPI_Init would take with this environment (MPIACC_TEST_IB).
-    for (const std::string &l : mpiacc::rdma_port_lines()) line("RDMA:", l);
+    std::string why;
+    const std::vector<mpiacc::RdmaPort> ports = mpiacc::rdma_ports(&why);
+    for (const std::string &l : mpiacc::rdma_port_lines(ports, why)) line("RDMA:", l);
     std::vector<std::string> knob_errors;
     std::string choice = mpiacc::describe_netmod_choice(mpiacc::Knobs::from_environment(&knob_errors).test_ib);
-    std::string why;
     bool active = false;
-    for (const mpiacc::RdmaPort &p : mpiacc::rdma_ports(&why)) active = active || p.state == "ACTIVE";
+    for (const mpiacc::RdmaPort &p : ports) active = active || p.state == "ACTIVE";
     if (choice.rfind("ib", 0) == 0 && !active) choice += " (no ACTIVE port here: every peer goes over mpi)";
     line("netmod:", choice);
 }

@@ -95,8 +95,13 @@ std::vector<RdmaPort> rdma_ports(std::string *why) {
 
 std::vector<std::string> rdma_port_lines() {
     std::string why;
+    const std::vector<RdmaPort> ports = rdma_ports(&why);
+    return rdma_port_lines(ports, why);
+}
+
+std::vector<std::string> rdma_port_lines(const std::vector<RdmaPort> &ports, const std::string &why) {
     std::vector<std::string> lines;
-    for (const RdmaPort &p : rdma_ports(&why)) {
+    for (const RdmaPort &p : ports) {
         std::string l = format("%s port %d: %s, %s, MTU %d", p.device.c_str(), p.port, p.state.c_str(),
                                p.link_layer.c_str(), p.active_mtu);
         if (p.lid) l += format(", LID %u", static_cast<unsigned>(p.lid));

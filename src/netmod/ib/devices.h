@@ -29,5 +29,7 @@ const char *rdma_port_state_word(int state);
 
 // One line per port for mpiacc_info, or one line saying why there is none.
 std::vector<std::string> rdma_port_lines();
+// The same for ports already listed by rdma_ports (`why`: what it said when none).
+std::vector<std::string> rdma_port_lines(const std::vector<RdmaPort> &ports, const std::string &why);
 
 }  // namespace mpiacc
