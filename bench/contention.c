@@ -43,6 +43,7 @@
 #include <signal.h>
 #include <time.h>
 
+#define BENCH_PARTS_FAIL_DEFINE
 #include "bench_common.h"
 #include "contention_parts.h"
 #include "results_csv.h"
@@ -142,19 +143,6 @@ static int parse_options(int argc, char **argv, Bench *b) {
 }
 
 /* ------------------------------------------------------------------ shared by the parts */
-
-void cuda_fail(cudaError_t e, const char *file, int line, const char *call) {
-    fail("%s:%d: %s failed: %s (%s)", file, line, call, cudaGetErrorString(e), cudaGetErrorName(e));
-    exit(1); /* fail() does not return */
-}
-
-void mpi_fail(int rc, const char *file, int line, const char *call) {
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "?");
-    fail("%s:%d: %s failed (%d): %s", file, line, call, rc, msg);
-    exit(1);
-}
 
 double now_seconds(void) {
     struct timespec t;

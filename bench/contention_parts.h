@@ -11,6 +11,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include "bench_parts_fail.h"
+
 #include "contention_kernels.h"
 
 enum {
@@ -68,8 +70,6 @@ typedef struct {
 } Bench;
 
 /* contention.c */
-void cuda_fail(cudaError_t e, const char *file, int line, const char *call) __attribute__((noreturn));
-void mpi_fail(int rc, const char *file, int line, const char *call) __attribute__((noreturn));
 double now_seconds(void);
 
 /* contention_report.c (rank 0): the table, the CSV rows and the verdict lines. */
@@ -84,16 +84,5 @@ void task0_round_trip(Bench *b, Task0Kind kind);
 /* Buffers, streams, events and datatypes for every variant; and their release. */
 void task0_setup(Bench *b);
 void task0_teardown(Bench *b);
-
-#define CHECK_CUDA(call)                                                 \
-    do {                                                                 \
-        cudaError_t e_ = (call);                                         \
-        if (e_ != cudaSuccess) cuda_fail(e_, __FILE__, __LINE__, #call); \
-    } while (0)
-#define CHECK_MPI(call)                                                   \
-    do {                                                                  \
-        int rc_ = (call);                                                 \
-        if (rc_ != MPI_SUCCESS) mpi_fail(rc_, __FILE__, __LINE__, #call); \
-    } while (0)
 
 #endif

@@ -61,6 +61,7 @@
 #include <signal.h>
 #include <strings.h>
 
+#define BENCH_PARTS_FAIL_DEFINE
 #include "bench_common.h"
 #include "bench_summary.h"
 #include "datatype_parts.h"
@@ -148,19 +149,6 @@ static int parse_options(int argc, char **argv, Options *o) {
 }
 
 /* ------------------------------------------------------------------ shared by both parts */
-
-void cuda_fail(cudaError_t e, const char *file, int line, const char *call) {
-    fail("%s:%d: %s failed: %s (%s)", file, line, call, cudaGetErrorString(e), cudaGetErrorName(e));
-    exit(1); /* fail() does not return */
-}
-
-void mpi_fail(int rc, const char *file, int line, const char *call) {
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "?");
-    fail("%s:%d: %s failed (%d): %s", file, line, call, rc, msg);
-    exit(1);
-}
 
 void mpi_fail_status(int rc, const char *file, int line, const char *call, int n, const MPI_Status *stats) {
     check_statuses(rc, file, line, call, n, stats);

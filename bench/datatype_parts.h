@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "bench_parts_fail.h"
+
 #define DEFAULT_SIZES "1K,2K,4K,8K,16K"
 #define DEFAULT_GRIDS "64,128,256,512"
 #define QUICK_SIZES "1K,4K"
@@ -60,8 +62,6 @@ typedef struct {
 } Bench;
 
 /* datatype.c */
-void cuda_fail(cudaError_t e, const char *file, int line, const char *call) __attribute__((noreturn));
-void mpi_fail(int rc, const char *file, int line, const char *call) __attribute__((noreturn));
 void mpi_fail_status(int rc, const char *file, int line, const char *call, int n, const MPI_Status *stats)
     __attribute__((noreturn));
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -86,16 +86,6 @@ void run_pack_cases(Bench *b);
 /* datatype_faces.c: the six faces of an n^3 grid, both ranks. */
 void run_grid(Bench *b, long n);
 
-#define CHECK_CUDA(call)                                                 \
-    do {                                                                 \
-        cudaError_t e_ = (call);                                         \
-        if (e_ != cudaSuccess) cuda_fail(e_, __FILE__, __LINE__, #call); \
-    } while (0)
-#define CHECK_MPI(call)                                                   \
-    do {                                                                  \
-        int rc_ = (call);                                                 \
-        if (rc_ != MPI_SUCCESS) mpi_fail(rc_, __FILE__, __LINE__, #call); \
-    } while (0)
 #define CHECK_MPI_ALL(call, n, stats)                                                          \
     do {                                                                                       \
         int rc_ = (call);                                                                      \
